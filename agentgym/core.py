@@ -1,0 +1,255 @@
+"""``ToolEnv``: the Gymnasium env every agentgym task is built on.
+
+The env owns the loop; a task only declares what is specific to it::
+
+    action text ─► parse ─► validate ─► execute tool ─► reward ─► summarise ─► observation text
+
+A task subclasses :class:`ToolEnv` and defines
+
+- its tools, as ``@tool``-decorated methods (they change the task state and return text or a
+  :class:`~agentgym.tools.ToolResult` carrying reward components and termination);
+- ``task`` (or :meth:`ToolEnv.task_prompt`), :meth:`ToolEnv._reset_task`, :meth:`ToolEnv.summary`
+  and :attr:`ToolEnv.success`;
+- for the discrete view (:class:`~agentgym.wrappers.DiscreteToolActions`): :meth:`ToolEnv.state_keys`,
+  :meth:`ToolEnv.state_key` and :meth:`ToolEnv.action_menu`.
+
+Spaces: actions and observations are :class:`~agentgym.spaces.AnyText`. Observations: the first
+holds the task, the tools, the call format and the state summary; each later one holds the task,
+the last ``history`` turns (action and result), the result of this step and the state summary — the
+one-line summary is the memory that replaces a long transcript.
+
+``info`` at every step: ``tool_call`` (the first call as a dict, or None), ``tool_calls``,
+``parse_error`` (why the action was rejected, or None), ``format`` and ``canonical`` (which call
+syntax was recognised, and whether it was the canonical one), ``summary``, ``reward_components``
+(the reward split by named term; ``reward`` is their sum) and ``success``.
+
+A malformed action is never an exception: nothing is executed, the observation explains the
+error, and the reward is ``invalid_action_reward``.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections import deque
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import gymnasium as gym
+
+from agentgym.parser import MAX_ACTION_CHARS, ParseResult, format_instructions, parse_tool_calls
+from agentgym.spaces import AnyText
+from agentgym.tools import Tool, ToolCall, ToolError, ToolResult
+
+__all__ = ["ToolEnv"]
+
+_CACHE_SIZE = 512  # distinct action strings whose interpretation is memoised per env
+
+
+@dataclass(frozen=True)
+class _Interpretation:
+    """An action string, parsed and validated: pure in the action text, so it is memoised."""
+
+    parse: ParseResult
+    calls: tuple[tuple[Tool, dict[str, Any]], ...] = ()
+    error: str | None = None
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 30] + f" …[{len(text) - limit + 30} chars cut]"
+
+
+class ToolEnv(gym.Env[str, str]):
+    """Base class for an environment whose actions are tool calls written as text."""
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"]}
+
+    task: ClassVar[str] = ""
+    """Instructions shown to the agent (override :meth:`task_prompt` for per-episode text)."""
+    tools: ClassVar[dict[str, Tool]] = {}
+    """The task's tools by name, collected from its ``@tool`` methods."""
+    invalid_action_reward: ClassVar[float] = 0.0
+    """Reward for an action that cannot be parsed or validated."""
+    max_action_length: ClassVar[int] = MAX_ACTION_CHARS
+    max_observation_length: ClassVar[int] = 16_384
+    max_output_chars: ClassVar[int] = 4_000
+    """A tool's output is cut to this many characters in the observation."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.tools = {t.name: t for klass in reversed(cls.__mro__) for t in vars(klass).values() if isinstance(t, Tool)}
+
+    def __init__(self, *, history: int = 0, render_mode: str | None = None) -> None:
+        if not isinstance(history, int) or history < 0:
+            raise ValueError(f"history must be a non-negative int (turns kept in the observation), got {history!r}")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
+        self.history = history
+        self.render_mode = render_mode
+        self.action_space = AnyText(self.max_action_length)
+        self.observation_space = AnyText(self.max_observation_length)
+        self._interpretations: dict[Any, _Interpretation] = {}
+        self._turns: deque[tuple[str, str]] = deque(maxlen=history or None)
+        self.steps = 0
+        """Actions taken in this episode (valid or not)."""
+        self.episode_return = 0.0
+        """Sum of rewards in this episode so far."""
+        self._done = False
+        tool_list = list(self.tools.values())
+        self._tools_text = "\n".join(f"- {t.signature}: {t.description}" for t in tool_list)
+        self._format_text = format_instructions(tool_list)
+        self._error_hint = f"Available tools: {', '.join(t.signature for t in tool_list)}.\n{self._format_text}"
+
+    # ------------------------------------------------------------------ what a task defines
+
+    def _reset_task(self, options: dict[str, Any]) -> None:
+        """Start a new episode's task state (draw randomness from ``self.np_random``)."""
+        raise NotImplementedError
+
+    def summary(self) -> str:
+        """The one-line state summary, e.g. ``"pos (3,1) · steps 1 · return -1"``."""
+        raise NotImplementedError
+
+    @property
+    def success(self) -> bool:
+        """Whether the task has been solved in this episode."""
+        return False
+
+    def task_prompt(self) -> str:
+        """This episode's instructions."""
+        return self.task
+
+    def state_key(self) -> Hashable:
+        """The discrete state for tabular learners; by default the summary."""
+        return self.summary()
+
+    def state_keys(self) -> Sequence[Hashable]:
+        """Every value :meth:`state_key` can take, in a fixed order (the discrete observation space)."""
+        raise NotImplementedError(f"{type(self).__name__} declares no finite set of state keys")
+
+    def action_menu(self) -> list[str]:
+        """A finite menu of canonical action strings (the discrete action space)."""
+        raise NotImplementedError(f"{type(self).__name__} declares no finite action menu")
+
+    def render_text(self) -> str:
+        """What ``render()`` returns in ``"ansi"`` mode."""
+        return self.summary() + "\n"
+
+    # ------------------------------------------------------------------ the loop
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)
+        self.steps = 0
+        self.episode_return = 0.0
+        self._done = False
+        self._turns.clear()
+        self._reset_task(dict(options or {}))
+        summary = self.summary()
+        observation = (
+            f"{self.task_prompt()}\n\nTools:\n{self._tools_text}\n\n"
+            f"{self._format_text}\n\nState: {summary}"
+        )
+        info = {
+            "tools": [t.schema for t in self.tools.values()],
+            "summary": summary,
+            "success": self.success,
+        }
+        return _clip(observation, self.max_observation_length), info
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        interp = self.interpret(action)
+        self.steps += 1
+        rewards: dict[str, float] = {}
+        terminated = False
+        if self._done:
+            output = "Error: the episode is over; call reset() to start a new one."
+            terminated = True
+        elif interp.error is not None:
+            output = f"Error: {interp.error}\n{self._error_hint}"
+            rewards["invalid_action"] = self.invalid_action_reward
+        else:
+            outputs = []
+            for k, (tool, kwargs) in enumerate(interp.calls):
+                result = self._execute(tool, kwargs)
+                outputs.append(_clip(result.output, self.max_output_chars))
+                for name, value in result.reward.items():
+                    rewards[name] = rewards.get(name, 0.0) + value
+                if result.terminated:
+                    terminated = True
+                    if k + 1 < len(interp.calls):
+                        outputs.append(f"({len(interp.calls) - k - 1} more call(s) skipped: the episode is over)")
+                    break
+            output = "\n".join(outputs)
+        self._done = self._done or terminated
+        reward = float(sum(rewards.values()))
+        self.episode_return += reward
+        summary = self.summary()
+        observation = self._observe(action, output, summary)
+        calls = interp.parse.calls
+        info = {
+            "tool_call": calls[0].to_dict() if calls else None,
+            "tool_calls": [c.to_dict() for c in calls],
+            "parse_error": interp.error,
+            "format": interp.parse.format,
+            "canonical": interp.parse.canonical,
+            "summary": summary,
+            "reward_components": rewards,
+            "success": self.success,
+        }
+        return observation, reward, terminated, False, info
+
+    def render(self) -> Any:
+        if self.render_mode == "ansi":
+            return self.render_text()
+        return None
+
+    # ------------------------------------------------------------------ internals
+
+    def interpret(self, action: Any) -> _Interpretation:
+        """Parse and validate an action (memoised per action string)."""
+        key = action if isinstance(action, str) and len(action) <= 4096 else None
+        if key is not None and (hit := self._interpretations.get(key)) is not None:
+            return hit
+        parse = parse_tool_calls(action, self.tools.values(), max_chars=self.max_action_length)
+        if parse.error is not None:
+            interp = _Interpretation(parse, error=parse.error)
+        else:
+            try:
+                bound = tuple((self.tools[c.name], self.tools[c.name].validate(c.arguments)) for c in parse.calls)
+                interp = _Interpretation(parse, bound)
+            except ToolError as exc:
+                interp = _Interpretation(parse, error=str(exc))
+        if key is not None:
+            if len(self._interpretations) >= _CACHE_SIZE:
+                self._interpretations.clear()
+            self._interpretations[key] = interp
+        return interp
+
+    def _execute(self, tool: Tool, kwargs: dict[str, Any]) -> ToolResult:
+        try:
+            result = tool.fn(self, **kwargs) if tool.is_method else tool.fn(**kwargs)
+        except ToolError as exc:
+            return ToolResult(f"Error: {exc}", error=True)
+        except Exception as exc:  # a bug in the tool must not end the run; say it loudly
+            warnings.warn(f"tool {tool.name!r} raised {exc!r}", RuntimeWarning, stacklevel=2)
+            return ToolResult(f"Error: {tool.name} failed: {type(exc).__name__}: {exc}", error=True)
+        if isinstance(result, ToolResult):
+            return result
+        return ToolResult(result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str))
+
+    def _observe(self, action: Any, output: str, summary: str) -> str:
+        head = f"Task: {self.task_prompt()}\n"
+        tail = f"Result: {output}\nState: {summary}"
+        turns = [f"Action: {a}\nResult: {o}\n" for a, o in self._turns] if self.history else []
+        budget = self.max_observation_length - len(head) - len(tail)
+        while turns and sum(map(len, turns)) > budget:
+            turns.pop(0)
+        if self.history:
+            self._turns.append((_clip(str(action), 500), output))
+        return _clip(head + "".join(turns) + tail, self.max_observation_length)
+
+    @staticmethod
+    def canonical(name: str, **arguments: Any) -> str:
+        """The canonical action text for a call, e.g. ``ToolEnv.canonical("move", direction="up")``."""
+        return ToolCall(name, arguments).to_text()

@@ -1,0 +1,501 @@
+"""The tolerant tool-call parser: whatever a model wrote → tool calls, or an error it can act on.
+
+Canonical format (what system prompts teach and Qwen-style chat templates emit)::
+
+    <tool_call>{"name": "get_weather", "arguments": {"city": "Shanghai"}}</tool_call>
+
+Also accepted, in this order of precedence:
+
+``tool_call``   ``<tool_call>…</tool_call>`` holding JSON or a Python-style call (closing tag optional)
+``call_tag``    ``<|call|>get_weather(city="Shanghai")<|/call|>``, ``<call>…</call>``, ``<function_call>…``
+``react``       ``Action: get_weather`` followed by ``Action Input: {"city": "Shanghai"}``
+``openai``      ``{"tool_calls": [{"type": "function", "function": {"name": …, "arguments": "…"}}]}``
+``json``        objects keyed ``name``/``arguments``, ``function``/``parameters``, ``tool``/``args`` (or a list)
+``python``      ``get_weather("Shanghai")``, ``get_weather(city='Shanghai')``
+
+Anywhere, including inside Markdown code fences and surrounded by prose. JSON is read leniently:
+single quotes, trailing commas, unquoted keys, ``True``/``None``, missing closing brackets. Tool
+names match in any case. :func:`parse_tool_calls` never raises: it returns a :class:`ParseResult`
+whose ``error`` says what was wrong (for an unknown tool, the closest real one).
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agentgym.tools import Tool, ToolCall
+
+__all__ = ["ParseResult", "parse_tool_calls", "MAX_ACTION_CHARS"]
+
+MAX_ACTION_CHARS = 32_768
+"""Longer actions are rejected outright (this bounds the parser's work on hostile input)."""
+
+MAX_CALLS = 16
+_MAX_JSON_STARTS = 64  # candidate '{' / '[' positions tried in one action
+
+
+@dataclass(frozen=True)
+class ParseResult:
+    """The calls found in an action, in order, with the format they were written in.
+
+    ``canonical`` is True only when every call was a ``<tool_call>`` block holding strict JSON with
+    exactly ``name`` and ``arguments`` and the exact tool name — format compliance, measured apart
+    from the parser's tolerance. ``error`` is None on success; then ``calls`` is non-empty.
+    """
+
+    calls: tuple[ToolCall, ...] = ()
+    format: str | None = None
+    canonical: bool = False
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class _Unparsable(ValueError):
+    """Text that looks like a call in some format but cannot be read; the message says why."""
+
+
+@dataclass
+class _Raw:
+    name: str
+    arguments: dict[str, Any]
+    positional: tuple[Any, ...] = ()
+    strict: bool = False
+
+
+# ----------------------------------------------------------------------------- lenient JSON
+
+
+class _LenientJSON:
+    """A forgiving JSON reader: JSON, plus Python literals, single quotes, unquoted keys and
+    strings, trailing commas, comments-free truncation (unclosed brackets at end of input)."""
+
+    _WORD = re.compile(r"[A-Za-z_$][\w$.\-]*")
+    _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+    _CONSTANTS = {"true": True, "false": False, "null": None, "none": None}
+
+    def __init__(self, text: str, pos: int = 0) -> None:
+        self.s, self.i = text, pos
+
+    def _ws(self) -> None:
+        s, i = self.s, self.i
+        while i < len(s) and s[i] in " \t\r\n":
+            i += 1
+        self.i = i
+
+    def value(self, depth: int = 0) -> Any:
+        if depth > 50:
+            raise _Unparsable("JSON nested too deeply")
+        self._ws()
+        if self.i >= len(self.s):
+            raise _Unparsable("unexpected end of JSON")
+        c = self.s[self.i]
+        if c == "{":
+            return self._object(depth)
+        if c == "[":
+            return self._array(depth)
+        if c in "\"'":
+            return self._string()
+        if m := self._NUMBER.match(self.s, self.i):
+            self.i = m.end()
+            text = m.group()
+            return float(text) if any(ch in text for ch in ".eE") else int(text)
+        if m := self._WORD.match(self.s, self.i):
+            self.i = m.end()
+            word = m.group()
+            return self._CONSTANTS.get(word.lower(), word)
+        raise _Unparsable(f"unexpected character {c!r} at position {self.i}")
+
+    def _object(self, depth: int) -> dict[str, Any]:
+        self.i += 1
+        out: dict[str, Any] = {}
+        while True:
+            self._ws()
+            if self.i >= len(self.s) or self.s[self.i] == "}":
+                self.i += 1
+                return out
+            if self.s[self.i] == ",":
+                self.i += 1
+                continue
+            if self.s[self.i] in "\"'":
+                key = self._string()
+            elif m := self._WORD.match(self.s, self.i):
+                key, self.i = m.group(), m.end()
+            else:
+                raise _Unparsable(f"expected a key at position {self.i}")
+            self._ws()
+            if self.i >= len(self.s) or self.s[self.i] not in ":=":
+                raise _Unparsable(f"expected ':' after key {key!r}")
+            self.i += 1
+            out[str(key)] = self.value(depth + 1)
+
+    def _array(self, depth: int) -> list[Any]:
+        self.i += 1
+        out: list[Any] = []
+        while True:
+            self._ws()
+            if self.i >= len(self.s) or self.s[self.i] == "]":
+                self.i += 1
+                return out
+            if self.s[self.i] == ",":
+                self.i += 1
+                continue
+            out.append(self.value(depth + 1))
+
+    _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", "/": "/"}
+
+    def _string(self) -> str:
+        s, quote = self.s, self.s[self.i]
+        i, chars = self.i + 1, []
+        while i < len(s):
+            c = s[i]
+            if c == quote:
+                self.i = i + 1
+                return "".join(chars)
+            if c == "\\" and i + 1 < len(s):
+                nxt = s[i + 1]
+                if nxt == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", s[i + 2 : i + 6]):
+                    chars.append(chr(int(s[i + 2 : i + 6], 16)))
+                    i += 6
+                    continue
+                chars.append(self._ESCAPES.get(nxt, nxt))
+                i += 2
+                continue
+            chars.append(c)
+            i += 1
+        raise _Unparsable("unterminated string")
+
+
+def loads_lenient(text: str) -> Any:
+    """Read one JSON-like value from ``text`` (see :class:`_LenientJSON`); raises ``ValueError``."""
+    reader = _LenientJSON(text)
+    value = reader.value()
+    reader._ws()
+    if reader.i < len(text):
+        raise _Unparsable(f"unexpected text after the value at position {reader.i}")
+    return value
+
+
+# ----------------------------------------------------------------------------- call shapes
+
+_NAME_KEYS = ("name", "function", "tool", "tool_name", "action")
+_ARG_KEYS = ("arguments", "parameters", "args", "params", "input", "action_input", "kwargs")
+
+
+def _arguments(value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        value = value.strip()
+        if not value:
+            return {}
+        try:
+            value = loads_lenient(value)
+        except ValueError as exc:
+            raise _Unparsable(f"could not read the arguments as JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise _Unparsable(f"arguments must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _calls_from_json(obj: Any, known: Mapping[str, Any]) -> tuple[list[_Raw], str] | None:
+    """Interpret a decoded JSON value as calls; None if it does not look like one."""
+    if isinstance(obj, list):
+        out: list[_Raw] = []
+        fmt = "json"
+        for item in obj:
+            found = _calls_from_json(item, known)
+            if found is None:
+                return None
+            out.extend(found[0])
+            fmt = found[1]
+        return (out, fmt) if out else None
+    if not isinstance(obj, dict):
+        return None
+    if isinstance(obj.get("tool_calls"), list):
+        found = _calls_from_json(obj["tool_calls"], known)
+        return (found[0], "openai") if found else None
+    if isinstance(obj.get("function"), dict):  # an OpenAI tool_call item
+        found = _calls_from_json(obj["function"], known)
+        return (found[0], "openai") if found else None
+    name_key = next((k for k in _NAME_KEYS if isinstance(obj.get(k), str)), None)
+    if name_key is None:
+        # {"get_weather": {"city": "X"}}: a single key naming a known tool
+        if len(obj) == 1:
+            (key, val), = obj.items()
+            if key.lower() in known and isinstance(val, dict | type(None)):
+                return [_Raw(key, _arguments(val))], "json"
+        return None
+    arg_key = next((k for k in _ARG_KEYS if k in obj), None)
+    strict = set(obj) == {"name", "arguments"} and isinstance(obj["arguments"], dict)
+    return [_Raw(obj[name_key].strip(), _arguments(obj.get(arg_key)), strict=strict)], "json"
+
+
+def _literal(node: ast.expr) -> Any:
+    """A Python literal, with bare names read as strings (``true``/``null`` as JSON would)."""
+    if isinstance(node, ast.Name):
+        return _LenientJSON._CONSTANTS.get(node.id.lower(), node.id)
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        raise _Unparsable(f"could not read the argument {ast.unparse(node)!r} as a value") from None
+
+
+def _python_call(text: str) -> _Raw:
+    """Read ``name(arg, key=value)`` as a call; raises :class:`_Unparsable`."""
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        raise _Unparsable(f"could not read {_clip(text)!r} as a call like name(arg=value)") from None
+    node = tree.body
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name | ast.Attribute):
+        raise _Unparsable(f"{_clip(text)!r} is not a call like name(arg=value)")
+    name = node.func.id if isinstance(node.func, ast.Name) else node.func.attr
+    kwargs = {}
+    for kw in node.keywords:
+        if kw.arg is None:
+            raise _Unparsable("**kwargs cannot be used in a tool call")
+        kwargs[kw.arg] = _literal(kw.value)
+    return _Raw(name, kwargs, tuple(_literal(a) for a in node.args))
+
+
+def _clip(text: str, n: int = 60) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+def _closing_paren(text: str, start: int) -> int:
+    """Index just past the parenthesis that closes the one at ``start`` (quotes respected), or -1."""
+    depth, quote, i = 0, None, start
+    while i < len(text):
+        c = text[i]
+        if quote:
+            if c == "\\":
+                i += 1
+            elif c == quote:
+                quote = None
+        elif c in "\"'":
+            quote = c
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return -1
+
+
+def _body_calls(body: str, known: Mapping[str, Any]) -> list[_Raw]:
+    """The calls inside a tag: JSON (one object or a list) or a Python-style call."""
+    body = _strip_fence(body.strip())
+    if body[:1] in "{[":
+        try:
+            strict_obj = json.loads(body)
+            strict = True
+        except ValueError:
+            strict_obj, strict = None, False
+        try:
+            obj = strict_obj if strict else loads_lenient(body)
+        except ValueError as exc:
+            raise _Unparsable(f"could not read the JSON inside the tag: {exc}") from None
+        found = _calls_from_json(obj, known)
+        if found is None:
+            raise _Unparsable('the JSON inside the tag needs "name" and "arguments" keys')
+        for raw in found[0]:
+            raw.strict = raw.strict and strict
+        return found[0]
+    return [_python_call(body)]
+
+
+_FENCE = re.compile(r"^```[\w+-]*[ \t]*\n?(.*?)\n?```$", re.S)
+
+
+def _strip_fence(text: str) -> str:
+    m = _FENCE.match(text.strip())
+    return m.group(1) if m else text
+
+
+# ----------------------------------------------------------------------------- finders
+
+_OPEN = re.compile(r"<\s*(\|?)\s*(tool_call|function_call|call)\s*\|?\s*>", re.I)
+_CLOSE = re.compile(r"<\s*\|?\s*/\s*(?:tool_call|function_call|call)\s*\|?\s*>", re.I)
+
+
+def _find_tagged(text: str, known: Mapping[str, Any]) -> tuple[list[_Raw], str] | None:
+    opens = list(_OPEN.finditer(text))
+    if not opens:
+        return None
+    calls: list[_Raw] = []
+    canonical_tags = True
+    for k, m in enumerate(opens):
+        end = opens[k + 1].start() if k + 1 < len(opens) else len(text)
+        close = _CLOSE.search(text, m.end(), end)
+        body = text[m.end() : close.start() if close else end]
+        if not body.strip():
+            continue
+        found = _body_calls(body, known)
+        is_canonical_tag = m.group(0) == "<tool_call>" and close is not None and close.group(0) == "</tool_call>"
+        canonical_tags &= is_canonical_tag
+        if not is_canonical_tag:
+            for raw in found:
+                raw.strict = False
+        calls.extend(found)
+    if not calls:
+        raise _Unparsable("the tool-call tag is empty")
+    first = opens[0].group(2).lower()
+    return calls, "tool_call" if first == "tool_call" else "call_tag"
+
+
+_REACT = re.compile(
+    r"Action\s*:\s*`*([A-Za-z_][\w.\-]*)`*\s*(?:\n\s*Action[ _]Input\s*:\s*(.*?))?(?=\n\s*(?:Observation|Thought|Action)\s*:|\Z)",
+    re.I | re.S,
+)
+
+
+def _find_react(text: str, known: Mapping[str, Any]) -> tuple[list[_Raw], str] | None:
+    calls = []
+    for m in _REACT.finditer(text):
+        raw_input = _strip_fence((m.group(2) or "").strip())
+        calls.append(_Raw(m.group(1), _arguments(raw_input)))
+    return (calls, "react") if calls else None
+
+
+def _find_json(text: str, known: Mapping[str, Any]) -> tuple[list[_Raw], str] | None:
+    calls: list[_Raw] = []
+    fmt = "json"
+    i, tried = 0, 0
+    while tried < _MAX_JSON_STARTS:
+        starts = [p for p in (text.find("{", i), text.find("[", i)) if p >= 0]
+        if not starts:
+            break
+        start = min(starts)
+        tried += 1
+        reader = _LenientJSON(text, start)
+        try:
+            obj = reader.value()
+        except (_Unparsable, RecursionError):
+            i = start + 1
+            continue
+        found = _calls_from_json(obj, known)
+        if found is None:
+            i = start + 1
+            continue
+        calls.extend(found[0])
+        fmt = found[1] if found[1] == "openai" else fmt
+        i = reader.i
+    return (calls, fmt) if calls else None
+
+
+def _find_python(text: str, known: Mapping[str, Any]) -> tuple[list[_Raw], str] | None:
+    names = "|".join(re.escape(n) for n in sorted(known, key=len, reverse=True))
+    calls = []
+    if names:
+        for m in re.finditer(rf"(?<![\w.])({names})\s*\(", text, re.I):
+            end = _closing_paren(text, m.end() - 1)
+            if end < 0:
+                raise _Unparsable(f"unclosed parenthesis in {_clip(text[m.start():])!r}")
+            calls.append(_python_call(text[m.start() : end]))
+    if not calls:
+        # An unknown name is worth an error only when the whole action is one call.
+        whole = _strip_fence(text.strip())
+        if re.fullmatch(r"[A-Za-z_][\w.]*\s*\(.*\)\s*;?", whole, re.S):
+            try:
+                calls.append(_python_call(whole.rstrip(";")))
+            except _Unparsable:
+                return None
+    return (calls, "python") if calls else None
+
+
+_FINDERS = (_find_tagged, _find_react, _find_json, _find_python)
+
+
+# ----------------------------------------------------------------------------- entry point
+
+
+def _tool_table(tools: Iterable[Tool | str] | None) -> dict[str, Tool | str]:
+    return {(t if isinstance(t, str) else t.name).lower(): t for t in tools or ()}
+
+
+def _resolve(raw: _Raw, known: Mapping[str, Tool | str]) -> ToolCall:
+    if not known:
+        if raw.positional:
+            raise _Unparsable(f"{raw.name}: pass arguments by name, e.g. {raw.name}(arg=value)")
+        return ToolCall(raw.name, raw.arguments)
+    spec = known.get(raw.name.lower()) or known.get(raw.name.lower().replace("-", "_"))
+    if spec is None:
+        names = [t if isinstance(t, str) else t.name for t in known.values()]
+        close = difflib.get_close_matches(raw.name, names, n=1, cutoff=0.5) or difflib.get_close_matches(
+            raw.name.lower(), [n.lower() for n in names], n=1, cutoff=0.5
+        )
+        hint = f" Did you mean '{names[[n.lower() for n in names].index(close[0].lower())]}'?" if close else ""
+        raise _Unparsable(f"unknown tool '{_clip(raw.name, 40)}'.{hint} Available tools: {', '.join(names)}")
+    name = spec if isinstance(spec, str) else spec.name
+    arguments = dict(raw.arguments)
+    if raw.positional:
+        if isinstance(spec, str):
+            raise _Unparsable(f"{name}: pass arguments by name, e.g. {name}(arg=value)")
+        if len(raw.positional) > len(spec.parameters):
+            raise _Unparsable(
+                f"{name} takes {len(spec.parameters)} argument(s) ({', '.join(spec.parameters) or 'none'}), "
+                f"got {len(raw.positional)}"
+            )
+        for param, value in zip(spec.parameters, raw.positional, strict=False):
+            if param in arguments:
+                raise _Unparsable(f"{name}: argument '{param}' given twice")
+            arguments[param] = value
+    raw.strict = raw.strict and name == raw.name
+    return ToolCall(name, arguments)
+
+
+def parse_tool_calls(
+    text: Any, tools: Iterable[Tool | str] | None = None, *, max_chars: int = MAX_ACTION_CHARS
+) -> ParseResult:
+    """Find the tool calls in ``text``. Never raises.
+
+    Args:
+        text: What the policy wrote (anything; a non-string is an error result).
+        tools: The tools (or tool names) that exist. With them, names are matched in any case,
+            positional arguments are mapped to parameters, and an unknown name gets a suggestion.
+        max_chars: Longer text is rejected without being scanned.
+    """
+    if not isinstance(text, str):
+        return ParseResult(error=f"an action must be text, got {type(text).__name__}")
+    if len(text) > max_chars:
+        return ParseResult(error=f"the action is {len(text):,} characters long; the limit is {max_chars:,}")
+    text = text.replace("\x00", "")
+    if not text.strip():
+        return ParseResult(error="the action is empty: write a tool call")
+    known = _tool_table(tools)
+    try:
+        for finder in _FINDERS:
+            found = finder(text, known)
+            if found:
+                raws, fmt = found
+                break
+        else:
+            return ParseResult(error="no tool call found in the action")
+        if len(raws) > MAX_CALLS:
+            return ParseResult(error=f"{len(raws)} tool calls in one action; the limit is {MAX_CALLS}")
+        calls = tuple(_resolve(raw, known) for raw in raws)
+    except (_Unparsable, RecursionError) as exc:
+        return ParseResult(error=str(exc) or "could not read the tool call")
+    canonical = fmt == "tool_call" and all(raw.strict for raw in raws)
+    return ParseResult(calls=calls, format=fmt, canonical=canonical)
+
+
+def format_instructions(tools: Sequence[Tool]) -> str:
+    """The prompt text that teaches the canonical format, with an example using the first tool."""
+    example = ToolCall(tools[0].name, {p: "..." for p in tools[0].parameters[:1]}) if tools else None
+    lines = ["Call a tool by writing:", '<tool_call>{"name": TOOL, "arguments": {ARG: VALUE}}</tool_call>']
+    if example:
+        lines.append(f"For example: {example.to_text()}")
+    return "\n".join(lines)

@@ -1,0 +1,67 @@
+"""Wrappers that give tool envs the spaces classic RL libraries expect."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+from gymnasium import spaces
+
+from agentgym.core import ToolEnv
+
+__all__ = ["DiscreteToolActions", "as_discrete"]
+
+
+class DiscreteToolActions(gym.Wrapper[int, int, str, str]):
+    """``Discrete`` actions over a tool env's menu of canonical calls, ``Discrete`` observations over
+    its declared state keys.
+
+    Action ``i`` sends ``env.action_menu()[i]`` through the full tool layer (parse, validate, execute);
+    the observation is the index of ``env.state_key()`` in ``env.state_keys()``. The text observation
+    is kept in ``info["text"]``. Q-learning, REINFORCE, Stable-Baselines3's DQN/PPO and anything else
+    that takes ``Discrete`` spaces train on every task through this wrapper.
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        base = env.unwrapped
+        if not isinstance(base, ToolEnv):
+            raise TypeError(f"DiscreteToolActions wraps a ToolEnv, got {type(base).__name__}")
+        self._base = base
+        self.menu: list[str] = list(base.action_menu())
+        self.state_keys: list[Any] = list(base.state_keys())
+        self._index = {key: i for i, key in enumerate(self.state_keys)}
+        if len(self._index) != len(self.state_keys):
+            raise ValueError(f"{type(base).__name__}.state_keys() has duplicates")
+        self.action_space = spaces.Discrete(len(self.menu))
+        self.observation_space = spaces.Discrete(len(self.state_keys))
+
+    def _observe(self) -> int:
+        key = self._base.state_key()
+        try:
+            return self._index[key]
+        except KeyError:
+            raise KeyError(f"state key {key!r} is not among {type(self._base).__name__}.state_keys()") from None
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[int, dict[str, Any]]:
+        text, info = self.env.reset(seed=seed, options=options)
+        info["text"] = text
+        return self._observe(), info
+
+    def step(self, action: int) -> tuple[int, float, bool, bool, dict[str, Any]]:
+        if not 0 <= action < len(self.menu):
+            raise ValueError(f"action must be an int in [0, {len(self.menu)}), got {action!r}")
+        text, reward, terminated, truncated, info = self.env.step(self.menu[action])
+        info["text"] = text
+        return self._observe(), reward, terminated, truncated, info
+
+
+def as_discrete(env: gym.Env) -> gym.Env:
+    """``env`` itself if its spaces are already ``Discrete``, else wrapped in :class:`DiscreteToolActions`."""
+    if isinstance(env.action_space, spaces.Discrete) and isinstance(env.observation_space, spaces.Discrete):
+        return env
+    if isinstance(env.unwrapped, ToolEnv):
+        return DiscreteToolActions(env)
+    raise TypeError(
+        f"need Discrete action and observation spaces or a ToolEnv; got {env.action_space} / {env.observation_space}"
+    )
