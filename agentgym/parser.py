@@ -222,10 +222,10 @@ def _calls_from_json(obj: Any, known: Mapping[str, Any]) -> tuple[list[_Raw], st
         return None
     if isinstance(obj.get("tool_calls"), list):
         found = _calls_from_json(obj["tool_calls"], known)
-        return (found[0], "openai") if found else None
+        return (_not_strict(found[0]), "openai") if found else None
     if isinstance(obj.get("function"), dict):  # an OpenAI tool_call item
         found = _calls_from_json(obj["function"], known)
-        return (found[0], "openai") if found else None
+        return (_not_strict(found[0]), "openai") if found else None
     name_key = next((k for k in _NAME_KEYS if isinstance(obj.get(k), str)), None)
     if name_key is None:
         # {"get_weather": {"city": "X"}}: a single key naming a known tool
@@ -235,8 +235,15 @@ def _calls_from_json(obj: Any, known: Mapping[str, Any]) -> tuple[list[_Raw], st
                 return [_Raw(key, _arguments(val))], "json"
         return None
     arg_key = next((k for k in _ARG_KEYS if k in obj), None)
-    strict = set(obj) == {"name", "arguments"} and isinstance(obj["arguments"], dict)
-    return [_Raw(obj[name_key].strip(), _arguments(obj.get(arg_key)), strict=strict)], "json"
+    name = obj[name_key].strip()
+    strict = set(obj) == {"name", "arguments"} and isinstance(obj["arguments"], dict) and name == obj["name"]
+    return [_Raw(name, _arguments(obj.get(arg_key)), strict=strict)], "json"
+
+
+def _not_strict(raws: list[_Raw]) -> list[_Raw]:
+    for raw in raws:
+        raw.strict = False
+    return raws
 
 
 def _literal(node: ast.expr) -> Any:
@@ -296,12 +303,14 @@ def _closing_paren(text: str, start: int) -> int:
 
 def _body_calls(body: str, known: Mapping[str, Any]) -> list[_Raw]:
     """The calls inside a tag: JSON (one object or a list) or a Python-style call."""
-    body = _strip_fence(body.strip())
+    body = body.strip()
+    unfenced = _strip_fence(body)
+    body, was_fenced = unfenced, unfenced != body  # a fenced body is tolerated, not canonical
     if body[:1] in "{[":
         try:
             strict_obj = json.loads(body)
-            strict = True
-        except ValueError:
+            strict = not was_fenced
+        except (ValueError, RecursionError):  # deep nesting: the lenient reader says so plainly
             strict_obj, strict = None, False
         try:
             obj = strict_obj if strict else loads_lenient(body)
@@ -398,12 +407,22 @@ def _find_json(text: str, known: Mapping[str, Any]) -> tuple[list[_Raw], str] | 
 def _find_python(text: str, known: Mapping[str, Any]) -> tuple[list[_Raw], str] | None:
     names = "|".join(re.escape(n) for n in sorted(known, key=len, reverse=True))
     calls = []
+    first_error: _Unparsable | None = None
     if names:
+        done = 0  # end of the last candidate: names inside its arguments are not calls
         for m in re.finditer(rf"(?<![\w.])({names})\s*\(", text, re.I):
+            if m.start() < done:
+                continue
             end = _closing_paren(text, m.end() - 1)
-            if end < 0:
-                raise _Unparsable(f"unclosed parenthesis in {_clip(text[m.start():])!r}")
-            calls.append(_python_call(text[m.start() : end]))
+            try:
+                if end < 0:
+                    raise _Unparsable(f"unclosed parenthesis in {_clip(text[m.start():])!r}")
+                done = end
+                calls.append(_python_call(text[m.start() : end]))
+            except _Unparsable as exc:  # prose such as "get_weather (the tool)": try the rest
+                first_error = first_error or exc
+        if not calls and first_error is not None:
+            raise first_error
     if not calls:
         # An unknown name is worth an error only when the whole action is one call.
         whole = _strip_fence(text.strip())

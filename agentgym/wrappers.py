@@ -12,7 +12,7 @@ from agentgym.core import ToolEnv
 __all__ = ["DiscreteToolActions", "as_discrete"]
 
 
-class DiscreteToolActions(gym.Wrapper[int, int, str, str]):
+class DiscreteToolActions(gym.Wrapper[int, int, str, str], gym.utils.RecordConstructorArgs):
     """``Discrete`` actions over a tool env's menu of canonical calls, ``Discrete`` observations over
     its declared state keys.
 
@@ -23,7 +23,8 @@ class DiscreteToolActions(gym.Wrapper[int, int, str, str]):
     """
 
     def __init__(self, env: gym.Env) -> None:
-        super().__init__(env)
+        gym.utils.RecordConstructorArgs.__init__(self)
+        gym.Wrapper.__init__(self, env)
         base = env.unwrapped
         if not isinstance(base, ToolEnv):
             raise TypeError(f"DiscreteToolActions wraps a ToolEnv, got {type(base).__name__}")

@@ -10,7 +10,7 @@ from pydantic import BeforeValidator
 from agentgym.core import ToolEnv
 from agentgym.tools import ToolResult, tool
 
-__all__ = ["CliffWalkEnv"]
+__all__ = ["CliffWalkEnv", "draw_path"]
 
 SHAPE = (4, 12)
 START = (3, 0)
@@ -44,7 +44,7 @@ def _is_cliff(row: int, col: int) -> bool:
 
 
 class CliffWalkEnv(ToolEnv):
-    """CliffWalk: walk along a cliff edge to the goal without falling, using the ``move`` tool.
+    """CliffWalk: walk along a cliff edge to the goal without falling, using a move tool.
 
     The grid has 4 rows and 12 columns; positions are ``(row, col)`` with row 0 at the top. The
     agent starts at ``(3, 0)`` (bottom-left); the goal is ``(3, 11)`` (bottom-right); the cells
@@ -177,3 +177,16 @@ class CliffWalkEnv(ToolEnv):
         image = grid.repeat(cell, axis=0).repeat(cell, axis=1)
         image[::cell, :] = image[:, ::cell] = 255  # grid lines
         return image
+
+
+def draw_path(states: list[int]) -> str:
+    """A text picture of a walk given as discrete states (``row * 12 + col``): arrows show each
+    move, ``S`` the start, ``G`` the goal, ``C`` the cliff, ``.`` unvisited ground."""
+    grid = [["C" if _is_cliff(r, c) else "." for c in range(SHAPE[1])] for r in range(SHAPE[0])]
+    arrows = {(-1, 0): "^", (0, 1): ">", (1, 0): "v", (0, -1): "<"}
+    for s, s2 in zip(states, states[1:], strict=False):
+        (r, c), (r2, c2) = divmod(s, SHAPE[1]), divmod(s2, SHAPE[1])
+        grid[r][c] = arrows.get((r2 - r, c2 - c), "o")
+    grid[START[0]][START[1]] = "S" if grid[START[0]][START[1]] == "." else grid[START[0]][START[1]]
+    grid[GOAL[0]][GOAL[1]] = "G"
+    return "\n".join(" ".join(row) for row in grid)

@@ -144,20 +144,26 @@ class TabularAgent:
         bar.close()
         return self
 
-    def greedy_return(self, max_steps: int | None = None) -> float:
-        """Return of one episode that follows ``argmax Q`` (on a copy of the env; capped at
-        ``eval_max_steps`` steps, so a policy that walks in circles still ends)."""
+    def greedy_rollout(self, max_steps: int | None = None) -> tuple[list[int], float]:
+        """States visited and return of one episode that follows ``argmax Q``, on a copy of the env
+        (reset with the config seed; capped at ``eval_max_steps``, so a policy that walks in circles
+        still ends)."""
         if self._eval_env is None:
             self._eval_env = copy.deepcopy(self.env)
         env = self._eval_env
         s, _ = env.reset(seed=self.config.seed)
-        total = 0.0
+        states, total = [int(s)], 0.0
         for _ in range(max_steps or self.config.eval_max_steps):
             s, r, terminated, truncated, _ = env.step(int(np.argmax(self.q[s])))
+            states.append(int(s))
             total += r
             if terminated or truncated:
                 break
-        return total
+        return states, total
+
+    def greedy_return(self, max_steps: int | None = None) -> float:
+        """Return of one greedy episode (see :meth:`greedy_rollout`)."""
+        return self.greedy_rollout(max_steps)[1]
 
     # ------------------------------------------------------------------ persistence
 

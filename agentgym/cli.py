@@ -1,0 +1,126 @@
+"""The ``agentgym`` command: list envs, train, evaluate, and run the demo."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+from pydantic import ValidationError
+
+__all__ = ["main"]
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object, e.g. '{\"is_slippery\": true}'")
+    return value
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    from agentgym.registration import ENV_IDS, describe
+
+    width = max(map(len, ENV_IDS))
+    for env_id in ENV_IDS:
+        print(f"{env_id:<{width}}  {describe(env_id)}")
+    return 0
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from agentgym.runs import train_tabular
+
+    hyper = {k: v for k in ("alpha", "gamma", "epsilon") if (v := getattr(args, k)) is not None}
+    agent, _ = train_tabular(
+        args.algorithm,
+        args.env,
+        args.out,
+        episodes=args.episodes,
+        seed=args.seed,
+        env_kwargs=args.env_kwargs,
+        progress_bar=not args.no_progress,
+        **hyper,
+    )
+    print(f"greedy return after {agent.episodes_done} episodes: {agent.greedy_return():g}")
+    print(f"wrote {args.out}/: config.json metrics.jsonl metrics.csv learning_curve.png qtable.npz")
+    return 0
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from agentgym.evaluation import evaluate, make_agent
+
+    env = gym.make(args.env, **args.env_kwargs)
+    agent, env = make_agent(args.agent, env, seed=args.seed)
+    report = evaluate(agent, env, episodes=args.episodes, seed=args.seed, agent=args.agent)
+    text = report.model_dump_json(indent=2)
+    print(text)
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "summary.json").write_text(text + "\n")
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from agentgym.demo import run_demo
+
+    run_demo(args.out, episodes=args.episodes, seed=args.seed)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="agentgym", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sub.add_parser("list", help="list the registered environments").set_defaults(fn=_cmd_list)
+
+    p = sub.add_parser("train", help="train a tabular agent (Q-learning or SARSA)")
+    p.add_argument("algorithm", choices=["q-learning", "sarsa"])
+    p.add_argument("--env", default="agentgym/CliffWalk-v0")
+    p.add_argument("--env-kwargs", type=_json_object, default={}, help="JSON object passed to gym.make")
+    p.add_argument("--episodes", type=int, default=500)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--alpha", type=float, help="learning rate (default 0.1)")
+    p.add_argument("--gamma", type=float, help="discount factor (default 0.9)")
+    p.add_argument("--epsilon", type=float, help="exploration rate (default 0.1)")
+    p.add_argument("--out", default="runs/train")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.set_defaults(fn=_cmd_train)
+
+    p = sub.add_parser("eval", help="evaluate an agent on an environment")
+    p.add_argument("--env", default="agentgym/CliffWalk-v0")
+    p.add_argument("--env-kwargs", type=_json_object, default={})
+    p.add_argument("--agent", required=True, help="random | qtable:PATH")
+    p.add_argument("--episodes", type=int, default=10)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", help="also write DIR/summary.json")
+    p.set_defaults(fn=_cmd_eval)
+
+    p = sub.add_parser("demo", help="Q-learning vs SARSA on CliffWalk, with plots")
+    p.add_argument("--out", default="runs/demo")
+    p.add_argument("--episodes", type=int, default=500)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(fn=_cmd_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        print(f"agentgym: invalid setting: {problems}", file=sys.stderr)
+    except (ValueError, TypeError, FileNotFoundError, gym.error.Error) as exc:
+        print(f"agentgym: {exc}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

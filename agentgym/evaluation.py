@@ -1,0 +1,103 @@
+"""Evaluate a policy on an env: returns, success rate, episode lengths, reproducibility metadata."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from pydantic import BaseModel
+
+import agentgym
+from agentgym.wrappers import as_discrete
+
+__all__ = ["EvalReport", "RandomAgent", "evaluate", "make_agent"]
+
+
+class EvalReport(BaseModel):
+    """What :func:`evaluate` measured, with what is needed to reproduce it."""
+
+    env_id: str | None
+    agent: str
+    episodes: int
+    seed: int
+    mean_return: float
+    std_return: float
+    success_rate: float
+    mean_length: float
+    returns: list[float]
+    package_version: str = agentgym.__version__
+
+
+class RandomAgent:
+    """Uniformly random actions from ``action_space`` (seeded)."""
+
+    def __init__(self, action_space: gym.Space, seed: int | None = None) -> None:
+        self.action_space = action_space
+        self.action_space.seed(seed)
+
+    def predict(self, observation: Any, state: Any = None, deterministic: bool = True) -> tuple[Any, None]:
+        return self.action_space.sample(), None
+
+
+def evaluate(
+    policy: Any,
+    env: gym.Env,
+    *,
+    episodes: int = 10,
+    seed: int = 0,
+    agent: str = "",
+    max_steps: int = 10_000,
+) -> EvalReport:
+    """Run ``episodes`` episodes (episode ``i`` reset with ``seed + i``) and report.
+
+    ``policy`` is an object with SB3's ``predict(obs) -> (action, state)`` or a plain callable
+    ``obs -> action``. ``max_steps`` caps an episode on an env without a time limit.
+    """
+    act: Callable[[Any], Any]
+    if hasattr(policy, "predict"):
+        act = lambda obs: policy.predict(obs, deterministic=True)[0]  # noqa: E731
+    else:
+        act = policy
+    returns, lengths, successes = [], [], []
+    for i in range(episodes):
+        obs, info = env.reset(seed=seed + i)
+        total, length = 0.0, 0
+        for length in range(1, max_steps + 1):  # noqa: B007
+            obs, reward, terminated, truncated, info = env.step(act(obs))
+            total += float(reward)
+            if terminated or truncated:
+                break
+        returns.append(total)
+        lengths.append(length)
+        successes.append(bool(info.get("success", False)))
+    return EvalReport(
+        env_id=env.spec.id if env.spec else None,
+        agent=agent or type(policy).__name__,
+        episodes=episodes,
+        seed=seed,
+        mean_return=float(np.mean(returns)),
+        std_return=float(np.std(returns)),
+        success_rate=float(np.mean(successes)),
+        mean_length=float(np.mean(lengths)),
+        returns=returns,
+    )
+
+
+def make_agent(spec: str, env: gym.Env, seed: int | None = None) -> tuple[Any, gym.Env]:
+    """Build an agent from a spec string and return it with the env view it acts on.
+
+    Specs: ``random`` (uniform over the discrete menu), ``qtable:PATH`` (a saved Q-learning or
+    SARSA agent, acting greedily).
+    """
+    kind, _, arg = spec.partition(":")
+    if kind == "random":
+        env = as_discrete(env)
+        return RandomAgent(env.action_space, seed), env
+    if kind == "qtable":
+        from agentgym.trainers.tabular import TabularAgent
+
+        agent = TabularAgent.load(arg, env)
+        return agent, agent.env
+    raise ValueError(f"unknown agent spec {spec!r}; use 'random' or 'qtable:PATH'")

@@ -1,0 +1,61 @@
+"""Training metrics: one row per episode (or update) to JSONL and CSV, and TensorBoard where installed."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+__all__ = ["MetricsWriter"]
+
+
+class MetricsWriter:
+    """Append metric rows to ``DIR/metrics.jsonl`` as they come; ``DIR/metrics.csv`` on close.
+
+    TensorBoard event files go to ``DIR/tb`` when the ``tensorboard`` package is installed
+    (``tensorboard=None``) or when asked for (``tensorboard=True``). Rows stay in :attr:`rows` for
+    plotting. Use as a context manager, or call :meth:`close`.
+    """
+
+    def __init__(self, out_dir: str | Path, *, tensorboard: bool | None = None, step_key: str = "episode") -> None:
+        self.out_dir = Path(out_dir)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.step_key = step_key
+        self.rows: list[dict[str, Any]] = []
+        self._jsonl = (self.out_dir / "metrics.jsonl").open("w", encoding="utf-8")
+        self._tb = None
+        if tensorboard or (tensorboard is None and importlib.util.find_spec("tensorboard") is not None):
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._tb = SummaryWriter(str(self.out_dir / "tb"))
+
+    def write(self, row: dict[str, Any]) -> None:
+        self.rows.append(row)
+        self._jsonl.write(json.dumps(row, ensure_ascii=False) + "\n")
+        self._jsonl.flush()
+        if self._tb is not None:
+            step = int(row.get(self.step_key, len(self.rows)))
+            for key, value in row.items():
+                if isinstance(value, int | float) and key != self.step_key and math.isfinite(value):
+                    self._tb.add_scalar(key, value, step)
+
+    def close(self) -> None:
+        if self._jsonl.closed:
+            return
+        self._jsonl.close()
+        fields = list(dict.fromkeys(k for row in self.rows for k in row))
+        with (self.out_dir / "metrics.csv").open("w", newline="", encoding="utf-8") as f:
+            writer = csv.DictWriter(f, fieldnames=fields)
+            writer.writeheader()
+            writer.writerows(self.rows)
+        if self._tb is not None:
+            self._tb.close()
+
+    def __enter__(self) -> MetricsWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

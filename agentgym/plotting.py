@@ -1,0 +1,115 @@
+"""Learning-curve plots (matplotlib, headless)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["moving_average", "plot_grid_paths", "plot_learning_curves"]
+
+
+def moving_average(values: Sequence[float], window: int) -> np.ndarray:
+    """Trailing mean over up to ``window`` values (shorter at the start, so no points are lost)."""
+    x = np.asarray(values, dtype=float)
+    if window <= 1 or len(x) == 0:
+        return x
+    c = np.cumsum(np.insert(x, 0, 0.0))
+    idx = np.arange(1, len(x) + 1)
+    lo = np.maximum(idx - window, 0)
+    return (c[idx] - c[lo]) / (idx - lo)
+
+
+def plot_learning_curves(
+    runs: Mapping[str, Sequence[Mapping[str, Any]]],
+    path: str | Path,
+    *,
+    keys: Sequence[str] = ("return", "greedy_return"),
+    x: str = "episode",
+    window: int = 10,
+    title: str | None = None,
+    floor: float | None = None,
+) -> Path:
+    """One panel per metric in ``keys``, one line per run (raw values faint, moving average bold).
+
+    ``floor`` clips the y-axis from below (e.g. -100 on CliffWalk, where early returns are huge).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = [k for k in keys if any(k in row for rows in runs.values() for row in rows)]
+    fig, axes = plt.subplots(1, len(keys), figsize=(5.5 * len(keys), 3.8), squeeze=False)
+    for ax, key in zip(axes[0], keys, strict=True):
+        for label, rows in runs.items():
+            pts = [(row[x], row[key]) for row in rows if key in row]
+            if not pts:
+                continue
+            xs, ys = map(np.asarray, zip(*pts, strict=True))
+            (line,) = ax.plot(xs, moving_average(ys, window), label=label, linewidth=1.8)
+            ax.plot(xs, ys, color=line.get_color(), alpha=0.2, linewidth=0.8)
+        ax.set_xlabel(x)
+        ax.set_ylabel(key.replace("_", " "))
+        ax.set_title(f"{key.replace('_', ' ')} ({window}-{x} moving average)", fontsize=10)
+        if floor is not None:
+            ax.set_ylim(bottom=floor)
+        ax.grid(alpha=0.3)
+        ax.legend()
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_grid_paths(
+    shape: tuple[int, int],
+    paths: Mapping[str, Sequence[tuple[int, int]]],
+    path: str | Path,
+    *,
+    hazards: Sequence[tuple[int, int]] = (),
+    start: tuple[int, int] | None = None,
+    goal: tuple[int, int] | None = None,
+    title: str | None = None,
+) -> Path:
+    """Draw walks on a grid world: ``paths`` maps a label to the ``(row, col)`` cells visited."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows, cols = shape
+    fig, ax = plt.subplots(figsize=(cols * 0.55 + 1, rows * 0.55 + 1.3))
+    for r, c in hazards:
+        ax.add_patch(plt.Rectangle((c - 0.5, r - 0.5), 1, 1, color="#5a463c"))
+    for cell, text in ((start, "S"), (goal, "G")):
+        if cell is not None:
+            ax.text(cell[1], cell[0], text, ha="center", va="center", fontsize=13, weight="bold")
+    offsets = np.linspace(-0.15, 0.15, max(len(paths), 1))
+    for (label, cells), dy in zip(paths.items(), offsets, strict=False):
+        ys, xs = zip(*cells, strict=True) if cells else ((), ())
+        ax.plot(np.asarray(xs), np.asarray(ys) + dy, marker="o", markersize=3, linewidth=2.2, label=label)
+    ax.set_xlim(-0.5, cols - 0.5)
+    ax.set_ylim(rows - 0.5, -0.5)
+    ax.set_xticks(range(cols))
+    ax.set_yticks(range(rows))
+    ax.set_xticks(np.arange(-0.5, cols), minor=True)
+    ax.set_yticks(np.arange(-0.5, rows), minor=True)
+    ax.grid(which="minor", color="#bbbbbb")
+    ax.tick_params(which="minor", length=0)
+    ax.set_aspect("equal")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=max(len(paths), 1), frameon=False)
+    if title:
+        ax.set_title(title)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,76 @@
+"""The agentgym command: list, train → eval round trip, demo, and clear errors for bad settings."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agentgym.cli import main
+
+
+def test_list(capsys):
+    assert main(["list"]) == 0
+    line = capsys.readouterr().out.splitlines()[0]
+    assert line.startswith("agentgym/CliffWalk-v0") and "cliff" in line
+
+
+def test_train_then_eval_reports_greedy_return(tmp_path, capsys):
+    out = tmp_path / "q"
+    argv = ["train", "q-learning", "--episodes", "100", "--seed", "0", "--alpha", "0.5", "--gamma", "1"]
+    assert main([*argv, "--out", str(out), "--no-progress"]) == 0
+    assert "greedy return after 100 episodes: -13" in capsys.readouterr().out
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["episode"] for r in rows] == list(range(1, 101)) and rows[-1]["greedy_return"] == -13
+    assert (out / "metrics.csv").read_text().splitlines()[0].startswith("episode,return,length")
+    assert (out / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert json.loads((out / "config.json").read_text())["agent"]["alpha"] == 0.5
+
+    assert main(["eval", "--agent", f"qtable:{out / 'qtable.npz'}", "--episodes", "3", "--out", str(out)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["mean_return"] == -13 and report["success_rate"] == 1.0 and report["returns"] == [-13.0] * 3
+    assert json.loads((out / "summary.json").read_text()) == report
+
+
+def test_eval_random_agent(capsys):
+    assert main(["eval", "--agent", "random", "--episodes", "2", "--seed", "1"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["episodes"] == 2 and report["mean_return"] < -13
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["train", "sarsa", "--alpha", "2"], "invalid setting: alpha"),
+        (["train", "sarsa", "--env-kwargs", '{"bad": 1}'], "unexpected keyword argument 'bad'"),
+        (["train", "sarsa", "--env", "agentgym/Nope-v0"], "Nope"),
+        (["eval", "--agent", "qtable:/does/not/exist.npz"], "No such file"),
+        (["eval", "--agent", "telepathy"], "unknown agent spec"),
+    ],
+)
+def test_bad_settings_exit_2_with_a_message(argv, message, tmp_path, capsys):
+    assert main([*argv, *(["--out", str(tmp_path)] if argv[0] == "train" else [])]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_bad_env_kwargs_json_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "sarsa", "--env-kwargs", "{not json"])
+    assert exc.value.code == 2 and "not valid JSON" in capsys.readouterr().err
+
+
+def test_demo_writes_plots(tmp_path, capsys):
+    assert main(["demo", "--out", str(tmp_path), "--episodes", "60"]) == 0
+    out = capsys.readouterr().out
+    assert "q-learning: greedy return" in out and "sarsa: greedy return" in out
+    for name in ("learning_curves.png", "greedy_paths.png", "q-learning/qtable.npz", "sarsa/metrics.csv"):
+        assert (tmp_path / name).stat().st_size > 0
+
+
+def test_console_script():
+    script = shutil.which("agentgym", path=str(Path(sys.executable).parent)) or shutil.which("agentgym")
+    assert script, "the agentgym console script is not installed"
+    out = subprocess.run([script, "list"], capture_output=True, text=True, check=True).stdout
+    assert "agentgym/CliffWalk-v0" in out
