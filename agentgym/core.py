@@ -146,10 +146,7 @@ class ToolEnv(gym.Env[str, str]):
         self._turns.clear()
         self._reset_task(dict(options or {}))
         summary = self.summary()
-        observation = (
-            f"{self.task_prompt()}\n\nTools:\n{self._tools_text}\n\n"
-            f"{self._format_text}\n\nState: {summary}"
-        )
+        observation = f"{self.task_prompt()}\n\nTools:\n{self._tools_text}\n\n{self._format_text}\n\nState: {summary}"
         info = {
             "tools": [t.schema for t in self.tools.values()],
             "summary": summary,

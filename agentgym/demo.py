@@ -48,4 +48,3 @@ def run_demo(out: str | Path = "runs/demo", *, episodes: int = 500, seed: int = 
     )
     print(f"\nwrote {out}/learning_curves.png, {out}/greedy_paths.png and one run directory per algorithm")
     return results
-

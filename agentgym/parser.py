@@ -365,7 +365,8 @@ def _find_tagged(text: str, known: Mapping[str, Any]) -> tuple[list[_Raw], str] 
 
 
 _REACT = re.compile(
-    r"Action\s*:\s*`*([A-Za-z_][\w.\-]*)`*\s*(?:\n\s*Action[ _]Input\s*:\s*(.*?))?(?=\n\s*(?:Observation|Thought|Action)\s*:|\Z)",
+    r"Action\s*:\s*`*([A-Za-z_][\w.\-]*)`*\s*(?:\n\s*Action[ _]Input\s*:\s*(.*?))?"
+    r"(?=\n\s*(?:Observation|Thought|Action)\s*:|\Z)",
     re.I | re.S,
 )
 
@@ -414,13 +415,15 @@ def _find_python(text: str, known: Mapping[str, Any]) -> tuple[list[_Raw], str] 
             if m.start() < done:
                 continue
             end = _closing_paren(text, m.end() - 1)
+            if end < 0:  # fatal, as a truncated call must not be dropped (and rescanning is quadratic)
+                raise _Unparsable(f"unclosed parenthesis in {_clip(text[m.start():])!r}")
+            done = end
             try:
-                if end < 0:
-                    raise _Unparsable(f"unclosed parenthesis in {_clip(text[m.start():])!r}")
-                done = end
                 calls.append(_python_call(text[m.start() : end]))
-            except _Unparsable as exc:  # prose such as "get_weather (the tool)": try the rest
-                first_error = first_error or exc
+            except _Unparsable as exc:
+                if m.end(1) == m.end() - 1:  # written as a call, "name(": a malformed call is fatal
+                    raise
+                first_error = first_error or exc  # prose such as "get_weather (the tool)": go on
         if not calls and first_error is not None:
             raise first_error
     if not calls:

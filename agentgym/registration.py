@@ -13,6 +13,10 @@ ENV_IDS: dict[str, dict] = {
         "entry_point": "agentgym.envs.cliff_walk:CliffWalkEnv",
         "max_episode_steps": 100,
     },
+    "agentgym/WeatherRun-v0": {
+        "entry_point": "agentgym.envs.weather_run:WeatherRunEnv",
+        "max_episode_steps": 8,
+    },
 }
 
 

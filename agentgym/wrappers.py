@@ -16,7 +16,8 @@ class DiscreteToolActions(gym.Wrapper[int, int, str, str], gym.utils.RecordConst
     """``Discrete`` actions over a tool env's menu of canonical calls, ``Discrete`` observations over
     its declared state keys.
 
-    Action ``i`` sends ``env.action_menu()[i]`` through the full tool layer (parse, validate, execute);
+    Action ``i`` sends ``env.action_menu()[i]`` (read at every step, so a menu can name the episode's
+    city or table) through the full tool layer (parse, validate, execute);
     the observation is the index of ``env.state_key()`` in ``env.state_keys()``. The text observation
     is kept in ``info["text"]``. Q-learning, REINFORCE, Stable-Baselines3's DQN/PPO and anything else
     that takes ``Discrete`` spaces train on every task through this wrapper.
@@ -29,13 +30,17 @@ class DiscreteToolActions(gym.Wrapper[int, int, str, str], gym.utils.RecordConst
         if not isinstance(base, ToolEnv):
             raise TypeError(f"DiscreteToolActions wraps a ToolEnv, got {type(base).__name__}")
         self._base = base
-        self.menu: list[str] = list(base.action_menu())
         self.state_keys: list[Any] = list(base.state_keys())
         self._index = {key: i for i, key in enumerate(self.state_keys)}
         if len(self._index) != len(self.state_keys):
             raise ValueError(f"{type(base).__name__}.state_keys() has duplicates")
-        self.action_space = spaces.Discrete(len(self.menu))
+        self.action_space = spaces.Discrete(len(base.action_menu()))
         self.observation_space = spaces.Discrete(len(self.state_keys))
+
+    @property
+    def menu(self) -> list[str]:
+        """The action strings that actions 0..n-1 send now (a task may fill in episode details, e.g. the city)."""
+        return self._base.action_menu()
 
     def _observe(self) -> int:
         key = self._base.state_key()
@@ -50,9 +55,10 @@ class DiscreteToolActions(gym.Wrapper[int, int, str, str], gym.utils.RecordConst
         return self._observe(), info
 
     def step(self, action: int) -> tuple[int, float, bool, bool, dict[str, Any]]:
-        if not 0 <= action < len(self.menu):
-            raise ValueError(f"action must be an int in [0, {len(self.menu)}), got {action!r}")
-        text, reward, terminated, truncated, info = self.env.step(self.menu[action])
+        menu = self._base.action_menu()
+        if not 0 <= action < len(menu):
+            raise ValueError(f"action must be an int in [0, {len(menu)}), got {action!r}")
+        text, reward, terminated, truncated, info = self.env.step(menu[action])
         info["text"] = text
         return self._observe(), reward, terminated, truncated, info
 

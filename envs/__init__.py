@@ -1,5 +1,6 @@
 """The agentgym tasks (installed as ``agentgym.envs``)."""
 
 from agentgym.envs.cliff_walk import CliffWalkEnv
+from agentgym.envs.weather_run import WeatherOracle, WeatherRunEnv
 
-__all__ = ["CliffWalkEnv"]
+__all__ = ["CliffWalkEnv", "WeatherOracle", "WeatherRunEnv"]

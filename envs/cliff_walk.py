@@ -8,7 +8,7 @@ import numpy as np
 from pydantic import BeforeValidator
 
 from agentgym.core import ToolEnv
-from agentgym.tools import ToolResult, tool
+from agentgym.tools import ToolCall, ToolResult, tool
 
 __all__ = ["CliffWalkEnv", "draw_path"]
 
@@ -20,12 +20,19 @@ _DELTAS = {"up": (-1, 0), "right": (0, 1), "down": (1, 0), "left": (0, -1)}
 _ALIASES = {
     **{d: d for d in DIRECTIONS},
     **{d[0]: d for d in DIRECTIONS},
-    "north": "up", "east": "right", "south": "down", "west": "left",
-    "n": "up", "e": "right", "s": "down", "w": "left",
+    "north": "up",
+    "east": "right",
+    "south": "down",
+    "west": "left",
+    "n": "up",
+    "e": "right",
+    "s": "down",
+    "w": "left",
 }
 # Gymnasium picks a slippery outcome with argmax(cumsum(p) > u); the same float thresholds here
 # make seeded slippery runs identical to CliffWalking-v1(is_slippery=True).
 _SLIP_THRESHOLDS = np.cumsum([1 / 3] * 3)
+_MENU = [ToolCall("move", {"direction": d}).to_text() for d in DIRECTIONS]
 
 
 def _direction(value: Any) -> Any:
@@ -151,7 +158,7 @@ class CliffWalkEnv(ToolEnv):
         return [f"pos ({r},{c})" for r in range(SHAPE[0]) for c in range(SHAPE[1])]
 
     def action_menu(self) -> list[str]:
-        return [self.canonical("move", direction=d) for d in DIRECTIONS]
+        return _MENU
 
     def render_text(self) -> str:
         rows = []

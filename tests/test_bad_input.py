@@ -39,8 +39,14 @@ BAD_ACTIONS = {
     "empty-tag": (tagged(""), "empty"),
     "only-closing-tag": ("</tool_call>", "no tool call"),
     "only-opening-tag": ("<tool_call>", "empty"),
-    "unknown-tool": (tagged('{"name": "walk", "arguments": {"direction": "up"}}'), "unknown tool 'walk'"),
-    "unknown-tool-typo": (tagged('{"name": "mvoe", "arguments": {"direction": "up"}}'), "Did you mean 'move'?"),
+    "unknown-tool": (
+        tagged('{"name": "walk", "arguments": {"direction": "up"}}'),
+        "unknown tool 'walk'",
+    ),
+    "unknown-tool-typo": (
+        tagged('{"name": "mvoe", "arguments": {"direction": "up"}}'),
+        "Did you mean 'move'?",
+    ),
     "direction-float": (move_with('{"direction": 5.5}'), "argument 'direction' must be one of"),
     "direction-list": (move_with('{"direction": ["up"]}'), "argument 'direction' must be one of"),
     "direction-out-of-range-int": (move_with('{"direction": 7}'), "argument 'direction'"),
@@ -54,7 +60,10 @@ BAD_ACTIONS = {
     "python-kwargs-splat": ('move(**{"direction": "up"})', "**kwargs"),
     "python-too-many-positional": ('move("up", "down")', "takes 1 argument"),
     "python-unclosed": ('move(direction="up"', "unclosed parenthesis"),
-    "python-non-literal": ("move(direction=__import__('os').getcwd())", "could not read the argument"),
+    "python-non-literal": (
+        "move(direction=__import__('os').getcwd())",
+        "could not read the argument",
+    ),
     "unicode-garbage": ("\u202e\ufeff\U0001f600\u0301\ud7ff中文 ∑∫ \u200b", "no tool call"),
     "lone-surrogates": ("\ud800\udfff{\udc00", "no tool call"),
     "null-bytes-in-garbage": ("{\x00[\x00(\x00'\x00", "no tool call"),

@@ -1,8 +1,9 @@
-"""The tolerant tool-call parser (agentgym.parser) and the Tool wrapper it resolves calls against."""
+"""The tolerant tool-call parser (agentgym.parser) and the Tool it resolves calls against."""
 
 from __future__ import annotations
 
 import json
+import time
 from typing import Any, Literal
 
 import pytest
@@ -138,8 +139,8 @@ ACCEPTED = {
         False,
     ),
     "tool_call-openai-item-in-tag": (
-        '<tool_call>{"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Shanghai"}}}'
-        "</tool_call>",
+        '<tool_call>{"type": "function", "function": '
+        '{"name": "get_weather", "arguments": {"city": "Shanghai"}}}</tool_call>',
         [(W, SH)],
         "tool_call",
         False,
@@ -186,7 +187,12 @@ ACCEPTED = {
         "tool_call",
         False,
     ),
-    "call-tag-pipes": ('<|call|>get_weather(city="Shanghai")<|/call|>', [(W, SH)], "call_tag", False),
+    "call-tag-pipes": (
+        '<|call|>get_weather(city="Shanghai")<|/call|>',
+        [(W, SH)],
+        "call_tag",
+        False,
+    ),
     "call-tag-plain": ('<call>get_weather(city="Shanghai")</call>', [(W, SH)], "call_tag", False),
     "call-tag-json": (
         '<call>{"name": "get_weather", "arguments": {"city": "Shanghai"}}</call>',
@@ -206,8 +212,18 @@ ACCEPTED = {
         "tool_call",
         False,
     ),
-    "python-keyword": ('get_weather(city="Shanghai", unit="F")', [(W, {"city": "Shanghai", "unit": "F"})], "python", False),
-    "python-positional": ('get_weather("Shanghai", "F")', [(W, {"city": "Shanghai", "unit": "F"})], "python", False),
+    "python-keyword": (
+        'get_weather(city="Shanghai", unit="F")',
+        [(W, {"city": "Shanghai", "unit": "F"})],
+        "python",
+        False,
+    ),
+    "python-positional": (
+        'get_weather("Shanghai", "F")',
+        [(W, {"city": "Shanghai", "unit": "F"})],
+        "python",
+        False,
+    ),
     "python-mixed-positional-keyword": (
         "get_weather('Shanghai', unit='F')",
         [(W, {"city": "Shanghai", "unit": "F"})],
@@ -242,14 +258,24 @@ ACCEPTED = {
         "python",
         False,
     ),
-    "json-name-arguments": ('{"name": "get_weather", "arguments": {"city": "Shanghai"}}', [(W, SH)], "json", False),
+    "json-name-arguments": (
+        '{"name": "get_weather", "arguments": {"city": "Shanghai"}}',
+        [(W, SH)],
+        "json",
+        False,
+    ),
     "json-function-parameters": (
         '{"function": "get_weather", "parameters": {"city": "Shanghai"}}',
         [(W, SH)],
         "json",
         False,
     ),
-    "json-tool-args": ('{"tool": "get_weather", "args": {"city": "Shanghai"}}', [(W, SH)], "json", False),
+    "json-tool-args": (
+        '{"tool": "get_weather", "args": {"city": "Shanghai"}}',
+        [(W, SH)],
+        "json",
+        False,
+    ),
     "json-single-key": ('{"get_weather": {"city": "Shanghai"}}', [(W, SH)], "json", False),
     "json-list": (
         '[{"name": "get_weather", "arguments": {"city": "A"}}, {"tool": "get_air_quality", "args": {"city": "B"}}]',
@@ -257,7 +283,12 @@ ACCEPTED = {
         "json",
         False,
     ),
-    "json-missing-closing-braces": ('{"name": "get_weather", "arguments": {"city": "Shanghai"', [(W, SH)], "json", False),
+    "json-missing-closing-braces": (
+        '{"name": "get_weather", "arguments": {"city": "Shanghai"',
+        [(W, SH)],
+        "json",
+        False,
+    ),
     "json-in-prose-single-quotes-trailing-commas": (
         "Sure! Here it is: {'name': 'get_weather', 'arguments': {'city': 'Shanghai',},} Hope that helps.",
         [(W, SH)],
@@ -284,8 +315,10 @@ ACCEPTED = {
         False,
     ),
     "openai-two-calls": (
-        '{"tool_calls": [{"type": "function", "function": {"name": "get_weather", "arguments": {"city": "A"}}}, '
-        '{"type": "function", "function": {"name": "get_air_quality", "arguments": "{\\"city\\": \\"B\\"}"}}]}',
+        '{"tool_calls": [{"type": "function", "function": '
+        '{"name": "get_weather", "arguments": {"city": "A"}}}, '
+        '{"type": "function", "function": '
+        '{"name": "get_air_quality", "arguments": "{\\"city\\": \\"B\\"}"}}]}',
         [(W, {"city": "A"}), (AQ, {"city": "B"})],
         "openai",
         False,
@@ -366,23 +399,43 @@ REJECTED = {
         ["unknown tool 'get_wether'", "Did you mean 'get_weather'?"],
     ),
     "unknown-tool-typo-python": ('get_wether(city="Shanghai")', ["Did you mean 'get_weather'?"]),
-    "unknown-tool-closest-other": ('{"name": "air_quality", "arguments": {}}', ["Did you mean 'get_air_quality'?"]),
-    "unknown-tool-case-typo": ('{"name": "GET_WHEATHER", "arguments": {}}', ["Did you mean 'get_weather'?"]),
+    "unknown-tool-closest-other": (
+        '{"name": "air_quality", "arguments": {}}',
+        ["Did you mean 'get_air_quality'?"],
+    ),
+    "unknown-tool-case-typo": (
+        '{"name": "GET_WHEATHER", "arguments": {}}',
+        ["Did you mean 'get_weather'?"],
+    ),
     "unknown-tool-no-close-match": (
         '{"name": "zzzzqqq", "arguments": {}}',
         ["unknown tool 'zzzzqqq'", "Available tools: get_weather, get_air_quality, answer"],
     ),
-    "too-many-positional": ('get_weather("a", "C", "extra")', ["get_weather takes 2 argument(s)", "got 3"]),
+    "too-many-positional": (
+        'get_weather("a", "C", "extra")',
+        ["get_weather takes 2 argument(s)", "got 3"],
+    ),
     "positional-and-keyword-clash": ('get_weather("a", city="b")', ["'city' given twice"]),
     "kwargs-splat": ('get_weather(**{"city": "a"})', ["**kwargs"]),
     "non-literal-argument": ("get_weather(city=open('x'))", ["could not read the argument"]),
     "unclosed-paren": ('get_weather(city="Shanghai"', ["unclosed parenthesis"]),
-    "arguments-not-object": ('{"name": "get_weather", "arguments": ["Shanghai"]}', ["must be a JSON object"]),
-    "react-plain-string-input": ("Action: get_weather\nAction Input: Shanghai", ["must be a JSON object"]),
+    "unclosed-paren-after-good-call": ('get_weather(city="A") get_air_quality(city="B"', ["unclosed parenthesis"]),
+    "malformed-call-before-good-call": ('get_weather(city=) get_air_quality(city="B")', ["get_weather(city=)"]),
+    "arguments-not-object": (
+        '{"name": "get_weather", "arguments": ["Shanghai"]}',
+        ["must be a JSON object"],
+    ),
+    "react-plain-string-input": (
+        "Action: get_weather\nAction Input: Shanghai",
+        ["must be a JSON object"],
+    ),
     "empty-tag": ("<tool_call></tool_call>", ["empty"]),
     "open-tag-only": ("<tool_call>", ["empty"]),
     "closing-tag-only": ("</tool_call>", ["no tool call found"]),
-    "invalid-json-in-tag": ('<tool_call>{"name": "get_weather", "arguments": {"city": @}}</tool_call>', ["JSON"]),
+    "invalid-json-in-tag": (
+        '<tool_call>{"name": "get_weather", "arguments": {"city": @}}</tool_call>',
+        ["JSON"],
+    ),
     "deep-nesting-in-tag": ("<tool_call>" + "[" * 10_000 + "</tool_call>", ["nested too deeply"]),
     "deep-objects-in-tag": ("<tool_call>" + '{"name": ' * 3_000, ["nested too deeply"]),
     "tag-json-without-name": ('<tool_call>{"city": "Shanghai"}</tool_call>', ['"name"']),
@@ -444,12 +497,38 @@ def test_text_at_max_chars_is_parsed() -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["[" * 10_000, "{" * 30_000, '{"name": ' * 3_000, "get_weather(" + "(" * 5_000 + ")" * 5_001, "(" * 20_000],
+    [
+        "[" * 10_000,
+        "{" * 30_000,
+        '{"name": ' * 3_000,
+        "get_weather(" + "(" * 5_000 + ")" * 5_001,
+        "(" * 20_000,
+    ],
     ids=["brackets", "braces", "nested-name", "nested-parens", "parens"],
 )
 def test_deep_nesting_is_an_error_not_a_crash(text: str) -> None:
     result = parse_tool_calls(text, TOOLS)
     assert result.error is not None and result.calls == ()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "get_weather(" * 2_700,
+        "get_weather('" * 2_500,
+        "get_weather (x) " * 2_000,
+        '{"a": ' * 5_000,
+        "Action: a\nAction Input: {\n" * 1_100,
+        "<call>{" * 4_000,
+    ],
+    ids=["open-calls", "open-calls-quoted", "prose-parens", "open-objects", "react", "open-tags"],
+)
+def test_hostile_input_at_the_length_limit_is_fast(text: str) -> None:
+    """Work stays about linear in the text (a quadratic rescan of 32K chars takes seconds)."""
+    start = time.perf_counter()
+    result = parse_tool_calls(text, TOOLS)
+    assert time.perf_counter() - start < 1.0
+    assert result.error is not None
 
 
 # ----------------------------------------------------------------------------- Tool
@@ -468,7 +547,12 @@ def test_tool_schema_is_openai_style() -> None:
                 "type": "object",
                 "properties": {
                     "city": {"type": "string", "description": 'City name, e.g. "Zürich".'},
-                    "unit": {"type": "string", "enum": ["C", "F"], "default": "C", "description": "Temperature unit."},
+                    "unit": {
+                        "type": "string",
+                        "enum": ["C", "F"],
+                        "default": "C",
+                        "description": "Temperature unit.",
+                    },
                 },
                 "required": ["city"],
                 "additionalProperties": False,
@@ -479,7 +563,10 @@ def test_tool_schema_is_openai_style() -> None:
 
 def test_tool_schema_bool_and_default() -> None:
     params = answer.schema["function"]["parameters"]
-    assert params["properties"]["suitable"] == {"type": "boolean", "description": "Whether the weather suits a picnic."}
+    assert params["properties"]["suitable"] == {
+        "type": "boolean",
+        "description": "Whether the weather suits a picnic.",
+    }
     assert params["properties"]["reason"]["default"] == ""
     assert params["required"] == ["suitable"]
     assert answer.signature == 'answer(suitable: boolean, reason: string = "")'
@@ -530,7 +617,10 @@ def test_validate_fills_defaults_and_checks_enum() -> None:
         ({"n": 1.5, "s": "x", "flag": True}, "argument 'n' must be integer, got 1.5"),
         ({"n": 1, "s": "x", "flag": "maybe"}, "argument 'flag' must be boolean, got \"maybe\""),
         ({"n": 1, "s": ["x"], "flag": True}, "argument 's' must be string"),
-        ({"n": 1, "s": "x", "flag": True, "extra": 1}, "unexpected argument 'extra' (typed takes: n, s, flag)"),
+        (
+            {"n": 1, "s": "x", "flag": True, "extra": 1},
+            "unexpected argument 'extra' (typed takes: n, s, flag)",
+        ),
     ],
 )
 def test_validate_errors_name_argument_and_type(arguments: dict, message: str) -> None:
@@ -543,7 +633,12 @@ def test_validate_reports_every_problem() -> None:
     with pytest.raises(ToolError) as excinfo:
         typed.validate({"n": "abc", "zzz": 1})
     text = str(excinfo.value)
-    for fragment in ("'n' must be integer", "missing required argument 's'", "missing required argument 'flag'", "'zzz'"):
+    for fragment in (
+        "'n' must be integer",
+        "missing required argument 's'",
+        "missing required argument 'flag'",
+        "'zzz'",
+    ):
         assert fragment in text
 
 
@@ -564,12 +659,63 @@ def test_parsed_then_validated_end_to_end() -> None:
 # ----------------------------------------------------------------------------- fuzzing
 
 FRAGMENTS = [
-    "<tool_call>", "</tool_call>", "<|call|>", "<|/call|>", "<call>", "</call>", "<function_call>",
-    "{", "}", "[", "]", "(", ")", '"', "'", "`", "```", "```json\n", ":", ",", "=", "\\", "\\u", "\\u12",
-    "\x00", "\n", " ", '"name"', '"arguments"', '"tool_calls"', '"function"', "name", "arguments",
-    "Action:", "Action Input:", "Observation:", "get_weather", "GET_WEATHER", "get_air_quality", "answer",
-    "get_wether", "city", "Shanghai", "true", "True", "None", "null", "1", "-2.5e3", "**", "*", ";", ".",
-    "functions.", "中文", "\ud7ff", "😀",
+    "<tool_call>",
+    "</tool_call>",
+    "<|call|>",
+    "<|/call|>",
+    "<call>",
+    "</call>",
+    "<function_call>",
+    "{",
+    "}",
+    "[",
+    "]",
+    "(",
+    ")",
+    '"',
+    "'",
+    "`",
+    "```",
+    "```json\n",
+    ":",
+    ",",
+    "=",
+    "\\",
+    "\\u",
+    "\\u12",
+    "\x00",
+    "\n",
+    " ",
+    '"name"',
+    '"arguments"',
+    '"tool_calls"',
+    '"function"',
+    "name",
+    "arguments",
+    "Action:",
+    "Action Input:",
+    "Observation:",
+    "get_weather",
+    "GET_WEATHER",
+    "get_air_quality",
+    "answer",
+    "get_wether",
+    "city",
+    "Shanghai",
+    "true",
+    "True",
+    "None",
+    "null",
+    "1",
+    "-2.5e3",
+    "**",
+    "*",
+    ";",
+    ".",
+    "functions.",
+    "中文",
+    "\ud7ff",
+    "😀",
 ]
 
 

@@ -1,0 +1,241 @@
+"""Where WeatherRun's tools get their data: a frozen snapshot, a seeded generator, or a live HTTP API.
+
+Every backend answers ``weather(city, date)`` and ``air_quality(city, date)`` with a
+:class:`~agentgym.envs.weather_data.WeatherRecord`-shaped dict, or raises
+:class:`~agentgym.tools.ToolError` with a message the agent can read ("no data for Atlantis",
+"the weather service timed out …"). ``sample_task`` picks an episode's (city, date).
+
+The HTTP schema (served by ``agentgym serve weather``; shaped like Open-Meteo's ``current`` blocks)::
+
+    GET {base_url}/v1/weather?city=Shanghai&date=2024-05-03
+    200 {"city": "Shanghai", "date": "2024-05-03",
+         "current": {"temperature_2m": 18.4, "relative_humidity_2m": 62, "wind_speed_10m": 11.0,
+                     "conditions": "partly cloudy"},
+         "current_units": {"temperature_2m": "°C", "relative_humidity_2m": "%", "wind_speed_10m": "km/h"}}
+
+    GET {base_url}/v1/air-quality?city=Shanghai&date=2024-05-03
+    200 {"city": "Shanghai", "date": "2024-05-03", "current": {"us_aqi": 55, "pm2_5": 16.5},
+         "current_units": {"us_aqi": "USAQI", "pm2_5": "µg/m³"}}
+
+    404 {"error": "no data for 'Atlantis' on 2024-05-03"}
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import threading
+import time
+from pathlib import Path
+from typing import Any, Protocol
+
+import httpx
+import numpy as np
+from pydantic import BaseModel, ValidationError
+
+from agentgym.envs.weather_data import (
+    SNAPSHOT_V0,
+    WeatherRecord,
+    city_key,
+    load_snapshot,
+    write_snapshot,
+)
+from agentgym.tools import ToolError
+
+__all__ = ["HTTPWeather", "RandomWeather", "SnapshotWeather", "WeatherBackend"]
+
+WEATHER_FIELDS = ("temperature_c", "conditions", "humidity_pct", "wind_kph")
+AIR_FIELDS = ("aqi", "pm2_5")
+
+
+class WeatherBackend(Protocol):
+    def sample_task(self, rng: np.random.Generator, index: int | None = None) -> tuple[str, str]: ...
+    def weather(self, city: str, date: str) -> dict[str, Any]: ...
+    def air_quality(self, city: str, date: str) -> dict[str, Any]: ...
+
+
+class SnapshotWeather:
+    """Frozen records of one split; the same seed always gives the same task and the same data."""
+
+    def __init__(self, records: list[WeatherRecord], split: str) -> None:
+        self.split = split
+        self.tasks = [r for r in records if r.split == split]
+        if not self.tasks:
+            splits = sorted({r.split for r in records})
+            raise ValueError(f"no records in split {split!r}; the snapshot has {splits}")
+        self._by_key = {(city_key(r.city), r.date): r for r in records}
+
+    def sample_task(self, rng: np.random.Generator, index: int | None = None) -> tuple[str, str]:
+        if index is None:
+            index = int(rng.integers(len(self.tasks)))
+        elif not 0 <= index < len(self.tasks):
+            raise ValueError(f"task_index must be in [0, {len(self.tasks)}), got {index}")
+        record = self.tasks[index]
+        return record.city, record.date
+
+    def _record(self, city: str, date: str) -> WeatherRecord:
+        record = self._by_key.get((city_key(city), date))
+        if record is None:
+            raise ToolError(f"no data for {city!r} on {date}")
+        return record
+
+    def weather(self, city: str, date: str) -> dict[str, Any]:
+        record = self._record(city, date)
+        return {"city": record.city, "date": date, **record.model_dump(include=set(WEATHER_FIELDS))}
+
+    def air_quality(self, city: str, date: str) -> dict[str, Any]:
+        record = self._record(city, date)
+        return {"city": record.city, "date": date, **record.model_dump(include=set(AIR_FIELDS))}
+
+
+class RandomWeather(SnapshotWeather):
+    """A fresh (city, date, weather, AQI) every episode, drawn from the env's seeded generator: the
+    training-time randomness. Cities are the split's; one draw in five sits on a threshold edge."""
+
+    def __init__(self, records: list[WeatherRecord], split: str) -> None:
+        super().__init__(records, split)
+        self._cities = sorted({r.city for r in self.tasks}, key=city_key)
+
+    def sample_task(self, rng: np.random.Generator, index: int | None = None) -> tuple[str, str]:
+        if index is not None:
+            raise ValueError("the random backend has no fixed task list; task_index needs backend='snapshot'")
+        city = self._cities[int(rng.integers(len(self._cities)))]
+        day = int(rng.integers(1, 29))
+        date = f"2024-{int(rng.integers(1, 13)):02d}-{day:02d}"
+        temperature = float(rng.choice([9.9, 10.0, 25.0, 25.1])) if rng.random() < 0.2 else rng.uniform(-5, 38)
+        aqi = int(rng.choice([99, 100])) if rng.random() < 0.2 else int(math.exp(rng.normal(4.2, 0.6)))
+        r = random.Random(int(rng.integers(2**31)))
+        record = WeatherRecord(
+            city=city,
+            date=date,
+            split=self.split,
+            temperature_c=round(float(temperature), 1),
+            conditions=r.choice(["clear", "partly cloudy", "overcast", "light rain", "fog"]),
+            humidity_pct=r.randint(20, 95),
+            wind_kph=round(r.uniform(0, 30), 1),
+            aqi=max(5, aqi),
+            pm2_5=round(max(5, aqi) * r.uniform(0.25, 0.45), 1),
+        )
+        self._by_key = {(city_key(city), date): record}
+        return city, date
+
+
+class _WeatherPayload(BaseModel):
+    temperature_2m: float
+    relative_humidity_2m: int
+    wind_speed_10m: float
+    conditions: str
+
+
+class _AirPayload(BaseModel):
+    us_aqi: int
+    pm2_5: float
+
+
+class HTTPWeather:
+    """A live weather/air-quality HTTP API (schema in the module docstring), via ``httpx``.
+
+    Tasks (city, date) come from a snapshot's split; values come from the service. Each request
+    has a ``timeout``; connection errors, timeouts, 5xx/429 and malformed bodies are retried up to
+    ``retries`` times with exponential backoff (``backoff · 2^attempt`` seconds, jittered); what still
+    fails becomes a :class:`ToolError` that says what happened. With ``record=PATH`` every complete
+    (city, date) fetched is written to a new snapshot file, freezing live data for later evaluation.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        split: str = "test",
+        tasks_from: str | Path = SNAPSHOT_V0,
+        timeout: float = 2.0,
+        retries: int = 2,
+        backoff: float = 0.1,
+        record: str | Path | None = None,
+    ) -> None:
+        if not base_url.startswith(("http://", "https://")):
+            raise ValueError(f"base_url must start with http:// or https://, got {base_url!r}")
+        self.base_url = base_url.rstrip("/")
+        self.tasks = SnapshotWeather(load_snapshot(tasks_from), split).tasks
+        self.split = split
+        self.timeout, self.retries, self.backoff = float(timeout), int(retries), float(backoff)
+        self.record_path = Path(record) if record else None
+        self._recorded: dict[tuple[str, str], dict[str, Any]] = {}
+        self._lock = threading.Lock()
+        self._client = httpx.Client(timeout=self.timeout)
+        self._jitter = random.Random(0)
+
+    sample_task = SnapshotWeather.sample_task
+
+    def _get(self, path: str, city: str, date: str) -> dict[str, Any]:
+        url = f"{self.base_url}{path}"
+        problem = ""
+        for attempt in range(self.retries + 1):
+            if attempt:
+                time.sleep(self.backoff * 2 ** (attempt - 1) * (0.5 + self._jitter.random()))
+            try:
+                response = self._client.get(url, params={"city": city, "date": date})
+            except httpx.TimeoutException:
+                problem = f"timed out after {self.timeout:g} s"
+                continue
+            except httpx.HTTPError as exc:
+                problem = f"could not connect ({type(exc).__name__})"
+                continue
+            if response.status_code == 404:
+                raise ToolError(_error_text(response) or f"no data for {city!r} on {date}")
+            if response.status_code >= 400:
+                problem = f"HTTP {response.status_code}"
+                if response.status_code in (429,) or response.status_code >= 500:
+                    continue
+                raise ToolError(f"the weather service refused the request: {problem} {_error_text(response)}")
+            try:
+                body = response.json()
+                return body if isinstance(body, dict) else {}
+            except ValueError:
+                problem = "the response was not valid JSON"
+        raise ToolError(f"the weather service failed ({problem}) after {self.retries + 1} attempt(s); try again later")
+
+    def weather(self, city: str, date: str) -> dict[str, Any]:
+        body = self._get("/v1/weather", city, date)
+        try:
+            p = _WeatherPayload.model_validate(body.get("current"))
+        except ValidationError:
+            raise ToolError("the weather service sent a response without the expected fields") from None
+        values = {
+            "temperature_c": p.temperature_2m,
+            "conditions": p.conditions,
+            "humidity_pct": p.relative_humidity_2m,
+            "wind_kph": p.wind_speed_10m,
+        }
+        return self._remember(str(body.get("city") or city), date, values)
+
+    def air_quality(self, city: str, date: str) -> dict[str, Any]:
+        body = self._get("/v1/air-quality", city, date)
+        try:
+            p = _AirPayload.model_validate(body.get("current"))
+        except ValidationError:
+            raise ToolError("the air-quality service sent a response without the expected fields") from None
+        return self._remember(str(body.get("city") or city), date, {"aqi": p.us_aqi, "pm2_5": p.pm2_5})
+
+    def _remember(self, city: str, date: str, values: dict[str, Any]) -> dict[str, Any]:
+        if self.record_path is not None:
+            with self._lock:
+                entry = self._recorded.setdefault((city_key(city), date), {"city": city, "date": date})
+                entry.update(values)
+                complete = [
+                    {**r, "split": self.split} for r in self._recorded.values() if all(k in r for k in WEATHER_FIELDS + AIR_FIELDS)
+                ]
+                if complete:
+                    write_snapshot(complete, self.record_path)
+        return {"city": city, "date": date, **values}
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def _error_text(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return ""
+    return str(body.get("error", "")) if isinstance(body, dict) else ""

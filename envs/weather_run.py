@@ -1,0 +1,281 @@
+"""WeatherRun: look up the weather and air quality, then decide whether it is a good day to run."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentgym.core import ToolEnv
+from agentgym.envs.weather_backends import HTTPWeather, RandomWeather, SnapshotWeather, WeatherBackend
+from agentgym.envs.weather_data import (
+    AQI_LIMIT,
+    SNAPSHOT_V0,
+    TEMP_MAX,
+    TEMP_MIN,
+    city_key,
+    is_suitable,
+    load_snapshot,
+    sha256_file,
+)
+from agentgym.tools import ToolCall, ToolError, ToolResult, tool
+
+__all__ = ["RewardWeights", "WeatherOracle", "WeatherRunEnv"]
+
+
+class RewardWeights(BaseModel):
+    """WeatherRun's reward terms (R = α·success − β·cost, in the components below)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    correct: float = Field(1.0, description="A correct answer given after get_weather.")
+    both_tools: float = Field(0.5, description="Added to a correct answer when both lookups were made.")
+    no_tools: float = Field(-0.5, description="Answering without calling any tool.")
+    tool_cost: float = Field(0.0, ge=0, description="Subtracted for every get_weather/get_air_quality call.")
+    invalid_action: float = Field(0.0, description="An action that cannot be parsed or validated.")
+
+
+_TEMP_BUCKETS = {"?": "temp ?", "cold": "cold", "ok": "temp ok", "hot": "hot"}
+
+
+class WeatherRunEnv(ToolEnv):
+    """WeatherRun: decide whether it is a good day to go running in a city, after looking it up.
+
+    The agent is asked about one (city, date). A day is suitable iff ``10 ≤ temperature ≤ 25 °C``
+    and ``AQI < 100``. The answer counts only if ``get_weather`` was called (for the task's city)
+    before it.
+
+    ## Tools
+    - ``get_weather(city)``: temperature (°C), conditions, humidity, wind.
+    - ``get_air_quality(city)``: US AQI and PM2.5.
+    - ``answer(suitable, reason="")``: the decision; ends the episode.
+
+    ## Rewards (``rewards=`` / :class:`RewardWeights`; all in ``info["reward_components"]``)
+    ``correct`` +1.0 for a correct answer after ``get_weather``; ``both_tools`` +0.5 more when both
+    lookups were made; ``no_tools`` −0.5 for answering without any tool call; ``tool_cost`` (default 0)
+    charged per lookup; ``invalid_action`` (default 0) for an unreadable action. The maximum is 1.5.
+    ``info["success"]`` is True after a correct answer.
+
+    ## Observation and summary
+    Text; the state summary reads ``Shanghai · temp 18.4°C · AQI 55 · decision pending``.
+    Through :class:`~agentgym.wrappers.DiscreteToolActions`: 4 actions (get_weather,
+    get_air_quality, answer true, answer false) and 13 states — the temperature seen (unknown, cold,
+    ok, hot) × the AQI seen (unknown, good, bad), plus ``answered`` — so the rule is learnable by a
+    table.
+
+    ## Data (``backend=``)
+    - ``"snapshot"`` (default): the frozen table shipped with the package (400 records, checksum
+      verified; ``snapshot=PATH`` for your own). ``split="train"`` (30 cities) or ``"test"``
+      (10 other cities). ``reset(seed=s)`` picks the task; ``options={"task_index": i}`` picks task i.
+    - ``"random"``: weather drawn per episode from the env's seeded generator (training diversity).
+    - ``"http"``: a live API at ``base_url`` (see ``agentgym.envs.weather_backends``), with
+      ``timeout``, ``retries`` and ``record=PATH`` to freeze what it fetched into a snapshot.
+
+    ## Episode end
+    Terminates on ``answer``; truncates after 8 actions (``max_episode_steps``).
+
+    ## Version history
+    - v0: initial version (snapshot SHA-256 ``3031b819…``).
+    """
+
+    metadata = {"render_modes": ["ansi"]}
+
+    def __init__(
+        self,
+        *,
+        backend: str = "snapshot",
+        split: str = "train",
+        snapshot: str | Path | None = None,
+        base_url: str | None = None,
+        record: str | Path | None = None,
+        timeout: float = 2.0,
+        retries: int = 2,
+        rewards: RewardWeights | dict[str, float] | None = None,
+        tool_cost: float | None = None,
+        history: int = 0,
+        render_mode: str | None = None,
+    ) -> None:
+        super().__init__(history=history, render_mode=render_mode)
+        weights = rewards.model_dump() if isinstance(rewards, RewardWeights) else dict(rewards or {})
+        if tool_cost is not None:
+            weights["tool_cost"] = tool_cost
+        self.rewards = RewardWeights.model_validate(weights)
+        self.invalid_action_reward = self.rewards.invalid_action
+        path = Path(snapshot) if snapshot else SNAPSHOT_V0
+        self.data_checksum = sha256_file(path)
+        if backend == "snapshot":
+            self.backend: WeatherBackend = SnapshotWeather(load_snapshot(path), split)
+        elif backend == "random":
+            self.backend = RandomWeather(load_snapshot(path), split)
+        elif backend == "http":
+            if not base_url:
+                raise ValueError("backend='http' needs base_url, e.g. 'http://127.0.0.1:8000'")
+            self.backend = HTTPWeather(
+                base_url, split=split, tasks_from=path, timeout=timeout, retries=retries, record=record
+            )
+        else:
+            raise ValueError(f"backend must be 'snapshot', 'random' or 'http', got {backend!r}")
+        self.split = split
+        self.city, self.date = "", ""
+        self._menu = self._menu_for(self.city)
+
+    # ----------------------------------------------------------------- tools
+
+    @tool
+    def get_weather(self, city: str) -> ToolResult:
+        """Current weather for a city: temperature (°C), conditions, humidity and wind.
+
+        Args:
+            city: City name, e.g. "Shanghai".
+        """
+        self.lookups += 1
+        cost = {"tool_cost": -self.rewards.tool_cost} if self.rewards.tool_cost else {}
+        try:
+            w = self.backend.weather(city, self.date)
+        except ToolError as exc:
+            return ToolResult(f"Error: {exc}", cost, error=True)
+        if city_key(city) == city_key(self.city):
+            self.temperature = float(w["temperature_c"])
+        text = (
+            f"Weather in {w['city']} on {self.date}: {w['temperature_c']:g}°C, {w['conditions']}, "
+            f"humidity {w['humidity_pct']}%, wind {w['wind_kph']:g} km/h."
+        )
+        return ToolResult(text, cost)
+
+    @tool
+    def get_air_quality(self, city: str) -> ToolResult:
+        """Current air quality for a city: US AQI (0-500, lower is cleaner) and PM2.5.
+
+        Args:
+            city: City name, e.g. "Shanghai".
+        """
+        self.lookups += 1
+        cost = {"tool_cost": -self.rewards.tool_cost} if self.rewards.tool_cost else {}
+        try:
+            a = self.backend.air_quality(city, self.date)
+        except ToolError as exc:
+            return ToolResult(f"Error: {exc}", cost, error=True)
+        if city_key(city) == city_key(self.city):
+            self.aqi = int(a["aqi"])
+        return ToolResult(f"Air quality in {a['city']} on {self.date}: AQI {a['aqi']}, PM2.5 {a['pm2_5']:g} µg/m³.", cost)
+
+    @tool
+    def answer(self, suitable: bool, reason: str = "") -> ToolResult:
+        """Give the final decision; this ends the episode.
+
+        Args:
+            suitable: true if it is a good day to go running, else false.
+            reason: One sentence explaining the decision.
+        """
+        self.decision = bool(suitable)
+        rewards: dict[str, float] = {}
+        if self.lookups == 0:
+            rewards["no_tools"] = self.rewards.no_tools
+        truth = self._truth()
+        self.correct = self.temperature is not None and truth is not None and self.decision == truth
+        if self.correct:
+            rewards["correct"] = self.rewards.correct
+            if self.aqi is not None:
+                rewards["both_tools"] = self.rewards.both_tools
+        verdict = "correct" if self.correct else "wrong"
+        if self.temperature is None:
+            verdict += " (get_weather was not called first)"
+        return ToolResult(f"Answer recorded: {'suitable' if suitable else 'not suitable'} — {verdict}.", rewards, True)
+
+    # ----------------------------------------------------------------- ToolEnv hooks
+
+    def _reset_task(self, options: dict[str, Any]) -> None:
+        index = options.get("task_index")
+        self.city, self.date = self.backend.sample_task(self.np_random, None if index is None else int(index))
+        self.temperature: float | None = None
+        self.aqi: int | None = None
+        self.decision: bool | None = None
+        self.correct = False
+        self.lookups = 0
+        self._menu = self._menu_for(self.city)
+
+    @staticmethod
+    def _menu_for(city: str) -> list[str]:
+        return [
+            ToolCall("get_weather", {"city": city}).to_text(),
+            ToolCall("get_air_quality", {"city": city}).to_text(),
+            ToolCall("answer", {"suitable": True}).to_text(),
+            ToolCall("answer", {"suitable": False}).to_text(),
+        ]
+
+    def _truth(self) -> bool | None:
+        """Whether the task's day is suitable, from the backend (None if the service cannot say)."""
+        try:
+            w = self.backend.weather(self.city, self.date)
+            a = self.backend.air_quality(self.city, self.date)
+        except ToolError:
+            return None
+        return is_suitable(float(w["temperature_c"]), int(a["aqi"]))
+
+    def task_prompt(self) -> str:
+        return (
+            f"Is {self.date} a good day to go running in {self.city}? A day is good for running when the "
+            f"temperature is between {TEMP_MIN:g} and {TEMP_MAX:g} °C (inclusive) and the air quality index "
+            f"(AQI) is below {AQI_LIMIT}. Look up the weather and the air quality with the tools, then "
+            "call answer with suitable=true or suitable=false."
+        )
+
+    def summary(self) -> str:
+        temp = "?" if self.temperature is None else f"{self.temperature:g}°C"
+        aqi = "?" if self.aqi is None else str(self.aqi)
+        if self.decision is None:
+            decision = "decision pending"
+        else:
+            decision = f"decision: {'suitable' if self.decision else 'not suitable'} ({'correct' if self.correct else 'wrong'})"
+        return f"{self.city} · temp {temp} · AQI {aqi} · {decision}"
+
+    @property
+    def success(self) -> bool:
+        return self.correct
+
+    def state_key(self) -> str:
+        if self.decision is not None:
+            return "answered"
+        if self.temperature is None:
+            temp = "temp ?"
+        else:
+            temp = "cold" if self.temperature < TEMP_MIN else "hot" if self.temperature > TEMP_MAX else "temp ok"
+        aqi = "AQI ?" if self.aqi is None else "AQI good" if self.aqi < AQI_LIMIT else "AQI bad"
+        return f"{temp} · {aqi}"
+
+    def state_keys(self) -> list[str]:
+        temps = ("temp ?", "cold", "temp ok", "hot")
+        return [f"{t} · {a}" for t in temps for a in ("AQI ?", "AQI good", "AQI bad")] + ["answered"]
+
+    def action_menu(self) -> list[str]:
+        return self._menu
+
+    def close(self) -> None:
+        if isinstance(self.backend, HTTPWeather):
+            self.backend.close()
+        super().close()
+
+
+_STATE = re.compile(r"State: (?P<city>.+?) · temp (?P<temp>\?|-?[\d.]+°C) · AQI (?P<aqi>\?|\d+) · decision pending")
+
+
+class WeatherOracle:
+    """The scripted expert: looks up the weather, then the air quality, then applies the rule.
+
+    It reads only the observation text (the state summary line), so it plays any WeatherRun env
+    through the same interface a model does. ``predict(obs) -> (action_text, None)``.
+    """
+
+    def predict(self, observation: str, state: Any = None, deterministic: bool = True) -> tuple[str, None]:
+        m = _STATE.search(observation.splitlines()[-1] if observation else "")
+        if m is None:
+            return ToolCall("answer", {"suitable": False}).to_text(), None
+        city = m["city"]
+        if m["temp"] == "?":
+            return ToolCall("get_weather", {"city": city}).to_text(), None
+        if m["aqi"] == "?":
+            return ToolCall("get_air_quality", {"city": city}).to_text(), None
+        suitable = is_suitable(float(m["temp"].rstrip("°C")), int(m["aqi"]))
+        return ToolCall("answer", {"suitable": suitable}).to_text(), None
