@@ -67,6 +67,18 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from agentgym.envs.weather_server import WeatherServer
+
+    server = WeatherServer(args.snapshot, host=args.host, port=args.port)
+    print(f"serving {args.snapshot} at {server.url} (GET /v1/weather, /v1/air-quality; Ctrl-C stops)", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from agentgym.demo import run_demo
 
@@ -96,11 +108,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("eval", help="evaluate an agent on an environment")
     p.add_argument("--env", default="agentgym/CliffWalk-v0")
     p.add_argument("--env-kwargs", type=_json_object, default={})
-    p.add_argument("--agent", required=True, help="random | qtable:PATH")
+    p.add_argument("--agent", required=True, help="random | oracle | qtable:PATH")
     p.add_argument("--episodes", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", help="also write DIR/summary.json")
     p.set_defaults(fn=_cmd_eval)
+
+    p = sub.add_parser("serve", help="serve data over HTTP (the weather API WeatherRun's http backend reads)")
+    p.add_argument("service", choices=["weather"])
+    p.add_argument("--snapshot", default=None, help="snapshot JSONL (default: the shipped -v0 table)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.set_defaults(fn=_cmd_serve)
 
     p = sub.add_parser("demo", help="Q-learning vs SARSA on CliffWalk, with plots")
     p.add_argument("--out", default="runs/demo")
@@ -117,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         print(f"agentgym: invalid setting: {problems}", file=sys.stderr)
-    except (ValueError, TypeError, FileNotFoundError, gym.error.Error) as exc:
+    except (ValueError, TypeError, NotImplementedError, FileNotFoundError, gym.error.Error) as exc:
         print(f"agentgym: {exc}", file=sys.stderr)
     return 2
 

@@ -63,7 +63,7 @@ def _clip(text: str, limit: int) -> str:
 class ToolEnv(gym.Env[str, str]):
     """Base class for an environment whose actions are tool calls written as text."""
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"]}
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 4}
 
     task: ClassVar[str] = ""
     """Instructions shown to the agent (override :meth:`task_prompt` for per-episode text)."""
@@ -131,6 +131,11 @@ class ToolEnv(gym.Env[str, str]):
     def action_menu(self) -> list[str]:
         """A finite menu of canonical action strings (the discrete action space)."""
         raise NotImplementedError(f"{type(self).__name__} declares no finite action menu")
+
+    def oracle(self) -> Any:
+        """A scripted expert for this task with SB3's ``predict(obs) -> (action_text, None)``, reading only
+        the observation text (used by ``agentgym eval --agent oracle`` and to make demonstrations)."""
+        raise NotImplementedError(f"{type(self).__name__} has no scripted oracle")
 
     def render_text(self) -> str:
         """What ``render()`` returns in ``"ansi"`` mode."""

@@ -88,10 +88,12 @@ def evaluate(
 def make_agent(spec: str, env: gym.Env, seed: int | None = None) -> tuple[Any, gym.Env]:
     """Build an agent from a spec string and return it with the env view it acts on.
 
-    Specs: ``random`` (uniform over the discrete menu), ``qtable:PATH`` (a saved Q-learning or
-    SARSA agent, acting greedily).
+    Specs: ``random`` (uniform over the discrete menu), ``oracle`` (the task's scripted expert, on
+    the text env), ``qtable:PATH`` (a saved Q-learning or SARSA agent, acting greedily).
     """
     kind, _, arg = spec.partition(":")
+    if kind == "oracle":
+        return env.unwrapped.oracle(), env
     if kind == "random":
         env = as_discrete(env)
         return RandomAgent(env.action_space, seed), env
@@ -100,4 +102,4 @@ def make_agent(spec: str, env: gym.Env, seed: int | None = None) -> tuple[Any, g
 
         agent = TabularAgent.load(arg, env)
         return agent, agent.env
-    raise ValueError(f"unknown agent spec {spec!r}; use 'random' or 'qtable:PATH'")
+    raise ValueError(f"unknown agent spec {spec!r}; use 'random', 'oracle' or 'qtable:PATH'")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 import numpy as np
@@ -10,7 +11,7 @@ from pydantic import BeforeValidator
 from agentgym.core import ToolEnv
 from agentgym.tools import ToolCall, ToolResult, tool
 
-__all__ = ["CliffWalkEnv", "draw_path"]
+__all__ = ["CliffWalkEnv", "CliffWalkOracle", "draw_path"]
 
 SHAPE = (4, 12)
 START = (3, 0)
@@ -160,6 +161,9 @@ class CliffWalkEnv(ToolEnv):
     def action_menu(self) -> list[str]:
         return _MENU
 
+    def oracle(self) -> CliffWalkOracle:
+        return CliffWalkOracle()
+
     def render_text(self) -> str:
         rows = []
         for r in range(SHAPE[0]):
@@ -197,3 +201,17 @@ def draw_path(states: list[int]) -> str:
     grid[START[0]][START[1]] = "S" if grid[START[0]][START[1]] == "." else grid[START[0]][START[1]]
     grid[GOAL[0]][GOAL[1]] = "G"
     return "\n".join(" ".join(row) for row in grid)
+
+
+class CliffWalkOracle:
+    """The optimal walk (return −13 from the start on the non-slippery grid): climb to row 2, go right to
+    column 11, step down. It reads the position from the observation's state line."""
+
+    def predict(self, observation: str, state: Any = None, deterministic: bool = True) -> tuple[str, None]:
+        m = re.search(r"State: pos \((\d+),(\d+)\)", observation)
+        row, col = (int(m[1]), int(m[2])) if m else START
+        if col == SHAPE[1] - 1 or row < 2:
+            direction = "down"
+        else:
+            direction = "right" if row == 2 else "up"
+        return _MENU[DIRECTIONS.index(direction)], None

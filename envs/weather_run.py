@@ -80,7 +80,6 @@ class WeatherRunEnv(ToolEnv):
     - v0: initial version (snapshot SHA-256 ``3031b819…``).
     """
 
-    metadata = {"render_modes": ["ansi"]}
 
     def __init__(
         self,
@@ -173,8 +172,7 @@ class WeatherRunEnv(ToolEnv):
         rewards: dict[str, float] = {}
         if self.lookups == 0:
             rewards["no_tools"] = self.rewards.no_tools
-        truth = self._truth()
-        self.correct = self.temperature is not None and truth is not None and self.decision == truth
+        self.correct = self.temperature is not None and self._truth() == self.decision
         if self.correct:
             rewards["correct"] = self.rewards.correct
             if self.aqi is not None:
@@ -251,6 +249,9 @@ class WeatherRunEnv(ToolEnv):
 
     def action_menu(self) -> list[str]:
         return self._menu
+
+    def oracle(self) -> WeatherOracle:
+        return WeatherOracle()
 
     def close(self) -> None:
         if isinstance(self.backend, HTTPWeather):

@@ -1,0 +1,95 @@
+"""A small HTTP server that serves a weather snapshot over WeatherRun's HTTP schema.
+
+``agentgym serve weather --snapshot PATH --port 8000`` runs it; tests start it on 127.0.0.1 with
+port 0 and drive the ``http`` backend against it. The schema is documented in
+:mod:`agentgym.envs.weather_backends`.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from agentgym.envs.weather_data import SNAPSHOT_V0, WeatherRecord, city_key, load_snapshot
+
+__all__ = ["WeatherServer"]
+
+
+def _payload(path: str, record: WeatherRecord) -> dict[str, Any]:
+    head = {"city": record.city, "date": record.date}
+    if path == "/v1/weather":
+        return {
+            **head,
+            "current": {
+                "temperature_2m": record.temperature_c,
+                "relative_humidity_2m": record.humidity_pct,
+                "wind_speed_10m": record.wind_kph,
+                "conditions": record.conditions,
+            },
+            "current_units": {"temperature_2m": "°C", "relative_humidity_2m": "%", "wind_speed_10m": "km/h"},
+        }
+    return {
+        **head,
+        "current": {"us_aqi": record.aqi, "pm2_5": record.pm2_5},
+        "current_units": {"us_aqi": "USAQI", "pm2_5": "µg/m³"},
+    }
+
+
+class WeatherServer:
+    """Serve ``snapshot`` at ``http://host:port`` (port 0 picks a free one; see :attr:`url`).
+
+    Use as a context manager to run it in a background thread, or call :meth:`serve_forever`.
+    """
+
+    def __init__(self, snapshot: str | Path | None = None, host: str = "127.0.0.1", port: int = 0) -> None:
+        records = {(city_key(r.city), r.date): r for r in load_snapshot(snapshot or SNAPSHOT_V0)}
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+                url = urlsplit(self.path)
+                query = {k: v[0] for k, v in parse_qs(url.query).items()}
+                if url.path not in ("/v1/weather", "/v1/air-quality"):
+                    return self._send(404, {"error": f"no such endpoint {url.path}; use /v1/weather or /v1/air-quality"})
+                city, date = query.get("city", ""), query.get("date", "")
+                if not city or not date:
+                    return self._send(400, {"error": "query parameters 'city' and 'date' (YYYY-MM-DD) are required"})
+                record = records.get((city_key(city), date))
+                if record is None:
+                    return self._send(404, {"error": f"no data for {city!r} on {date}"})
+                self._send(200, _payload(url.path, record))
+
+            def _send(self, status: int, body: dict[str, Any]) -> None:
+                data = json.dumps(body, ensure_ascii=False).encode("utf-8")
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json; charset=utf-8")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format: str, *args: Any) -> None:  # quiet by default
+                pass
+
+        self.httpd = ThreadingHTTPServer((host, port), Handler)
+        self.httpd.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def serve_forever(self) -> None:
+        self.httpd.serve_forever()
+
+    def __enter__(self) -> WeatherServer:
+        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
