@@ -372,6 +372,8 @@ _REACT = re.compile(
 
 
 def _find_react(text: str, known: Mapping[str, Any]) -> tuple[list[_Raw], str] | None:
+    if "action" not in text.lower():
+        return None
     calls = []
     for m in _REACT.finditer(text):
         raw_input = _strip_fence((m.group(2) or "").strip())
@@ -406,7 +408,10 @@ def _find_json(text: str, known: Mapping[str, Any]) -> tuple[list[_Raw], str] | 
 
 
 def _find_python(text: str, known: Mapping[str, Any]) -> tuple[list[_Raw], str] | None:
-    names = "|".join(re.escape(n) for n in sorted(known, key=len, reverse=True))
+    if "(" not in text:
+        return None
+    lowered = text.lower()  # cheap prefilter: only names that occur at all go into the regex
+    names = "|".join(re.escape(n) for n in sorted(known, key=len, reverse=True) if n in lowered)
     calls = []
     first_error: _Unparsable | None = None
     if names:

@@ -24,6 +24,7 @@ Stable-Baselines3::
 
 from __future__ import annotations
 
+import bisect
 import copy
 import json
 from collections.abc import Callable
@@ -121,11 +122,33 @@ class DiscreteAgent:
         self.generator = make_generator(self.config.seed)
         self.policy: nn.Module
         self._eval_env: gym.Env | None = None
+        self._draws: list[float] = []
+        self._draw = 0
 
     def obs_tensor(self, observations: Any) -> torch.Tensor:
         """One-hot float rows for one or many discrete observations (shifted by the space's ``start``)."""
         index = torch.as_tensor(np.asarray(observations, dtype=np.int64) - int(self.env.observation_space.start))
         return nn.functional.one_hot(index, self.n_states).float()
+
+    @torch.no_grad()
+    def action_table(self) -> torch.Tensor:
+        """Action logits of every state, ``(n_states, n_actions)``, in one batched forward pass.
+
+        Between updates the policy does not change, so a rollout looks its actions up here
+        instead of running the network once per step.
+        """
+        return self.policy(self.obs_tensor(np.arange(self.n_states) + int(self.env.observation_space.start)))
+
+    def _uniform(self) -> float:
+        """Next U[0, 1) draw from the seeded torch generator (drawn in blocks: one call per step is slow)."""
+        if self._draw >= len(self._draws):
+            self._draws, self._draw = torch.rand(4096, generator=self.generator, dtype=torch.float64).tolist(), 0
+        self._draw += 1
+        return self._draws[self._draw - 1]
+
+    def sample(self, cumulative_probs: list[float]) -> int:
+        """An action index drawn from one row of ``action_table().softmax(-1).cumsum(-1)`` (inverse CDF)."""
+        return min(bisect.bisect_right(cumulative_probs, self._uniform()), self.n_actions - 1)
 
     @torch.no_grad()
     def predict(self, observation: Any, state: Any = None, deterministic: bool = True) -> tuple[int, None]:
@@ -143,9 +166,7 @@ class DiscreteAgent:
         if self._eval_env is None:
             self._eval_env = copy.deepcopy(self.env)
         env, start = self._eval_env, int(self.env.action_space.start)
-        with torch.no_grad():  # the greedy action of every state at once
-            table = self.policy(self.obs_tensor(np.arange(self.n_states) + self.env.observation_space.start))
-            table = (table.argmax(-1) + start).tolist()
+        table = (self.action_table().argmax(-1) + start).tolist()
         s, info = env.reset(seed=self.config.seed)
         states, total, offset = [int(s)], 0.0, int(self.env.observation_space.start)
         for _ in range(max_steps or self.config.eval_max_steps):
@@ -252,15 +273,16 @@ class REINFORCE(DiscreteAgent):
 
     def _run_episode(self, reset_seed: int | None) -> dict[str, Any]:
         """Sample one episode with the current policy (no gradients kept: the update recomputes them)."""
-        env, start = self.env, int(self.env.action_space.start)
+        env, offset, start = self.env, int(self.env.observation_space.start), int(self.env.action_space.start)
+        cumulative = self.action_table().softmax(-1).cumsum(-1).tolist()
         s, info = env.reset(seed=reset_seed)
         states, actions, rewards = [], [], []
         terminated = truncated = False
         while not (terminated or truncated):
-            action, _ = self.predict(s, deterministic=False)
+            action = self.sample(cumulative[int(s) - offset])
             states.append(int(s))
-            actions.append(action - start)
-            s, r, terminated, truncated, info = env.step(action)
+            actions.append(action)
+            s, r, terminated, truncated, info = env.step(action + start)
             rewards.append(float(r))
             truncated = truncated or len(rewards) >= self.config.max_steps
         return {
