@@ -109,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--env", default="agentgym/CliffWalk-v0")
     p.add_argument("--env-kwargs", type=_json_object, default={})
     p.add_argument("--agent", required=True, help="random | oracle | qtable:PATH")
-    p.add_argument("--episodes", type=int, default=10)
+    p.add_argument("--episodes", type=int, help="default: every task of a fixed task list once, else 10")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", help="also write DIR/summary.json")
     p.set_defaults(fn=_cmd_eval)

@@ -120,6 +120,11 @@ class ToolEnv(gym.Env[str, str]):
         """This episode's instructions."""
         return self.task
 
+    @property
+    def num_tasks(self) -> int | None:
+        """Size of the env's fixed task list (``reset(options={"task_index": i})`` picks task i), or None."""
+        return None
+
     def state_key(self) -> Hashable:
         """The discrete state for tabular learners; by default the summary."""
         return self.summary()

@@ -1,42 +1,57 @@
-"""``agentgym demo``: the classic on-policy vs off-policy lesson on CliffWalk, end to end.
+"""``agentgym demo``: classic RL through the tool-call interface, end to end, in a few seconds.
 
-Q-learning and SARSA train with the same settings (α=0.1, γ=1, ε=0.1) through the tool-call
-interface. Q-learning's greedy path runs along the cliff edge (return −13, optimal), SARSA's keeps a
-safer distance; during training SARSA collects more reward, because Q-learning's ε-greedy steps
-along the edge sometimes fall.
+1. CliffWalk — Q-learning and SARSA with the same settings (α=0.1, γ=1, ε=0.1). Q-learning's greedy
+   path runs along the cliff edge (return −13, optimal); SARSA's keeps a safer distance, and during
+   training SARSA collects more reward, because Q-learning's ε-greedy steps along the edge fall.
+2. WeatherRun — the scripted oracle, then Q-learning trained on the train split and evaluated on
+   the frozen test split (cities it never saw), next to a random agent.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 
 from agentgym.envs.cliff_walk import GOAL, SHAPE, START, draw_path
+from agentgym.evaluation import RandomAgent, evaluate
 from agentgym.plotting import plot_grid_paths, plot_learning_curves
 from agentgym.runs import TABULAR, train_tabular
+from agentgym.wrappers import DiscreteToolActions
 
 __all__ = ["run_demo"]
 
-ENV_ID = "agentgym/CliffWalk-v0"
-SETTINGS = {"alpha": 0.1, "gamma": 1.0, "epsilon": 0.1}
+CLIFF = "agentgym/CliffWalk-v0"
+WEATHER = "agentgym/WeatherRun-v0"
+CLIFF_SETTINGS = {"alpha": 0.1, "gamma": 1.0, "epsilon": 0.1}
+WEATHER_SETTINGS = {"alpha": 0.5, "gamma": 0.99, "epsilon": 0.2}
 
 
 def run_demo(out: str | Path = "runs/demo", *, episodes: int = 500, seed: int = 0) -> dict[str, float]:
-    """Train both agents, print their greedy paths and returns, and write the plots to ``out``."""
+    """Run both lessons, print what was learned, write plots and run directories to ``out``."""
     out = Path(out)
-    print(f"Q-learning vs SARSA on {ENV_ID}, {episodes} episodes, {SETTINGS}")
+    results = _cliff_walk(out / "cliff_walk", episodes, seed)
+    results |= _weather_run(out / "weather_run", 2 * episodes, seed)
+    print(f"\nwrote plots and run directories under {out}/")
+    return results
+
+
+def _cliff_walk(out: Path, episodes: int, seed: int) -> dict[str, float]:
+    print(f"== 1. Q-learning vs SARSA on {CLIFF}, {episodes} episodes, {CLIFF_SETTINGS}")
     curves, paths, results = {}, {}, {}
     for algorithm in TABULAR:
-        agent, rows = train_tabular(algorithm, ENV_ID, out / algorithm, episodes=episodes, seed=seed, **SETTINGS)
+        agent, rows = train_tabular(
+            algorithm, CLIFF, out / algorithm, episodes=episodes, seed=seed, progress_bar=False, **CLIFF_SETTINGS
+        )
         states, greedy = agent.greedy_rollout()
         curves[algorithm] = rows
         paths[f"{algorithm} (greedy return {greedy:g})"] = [divmod(s, SHAPE[1]) for s in states]
         online = float(np.mean([r["return"] for r in rows[-100:]]))
-        results[algorithm] = greedy
+        results[f"cliff_walk/{algorithm}/greedy_return"] = greedy
         print(f"\n{algorithm}: greedy return {greedy:g}; mean return over the last 100 training episodes {online:.1f}")
         print(draw_path(states))
-    plot_learning_curves(curves, out / "learning_curves.png", title=f"Q-learning vs SARSA on {ENV_ID}", floor=-120)
+    plot_learning_curves(curves, out / "learning_curves.png", title=f"Q-learning vs SARSA on {CLIFF}", floor=-120)
     plot_grid_paths(
         SHAPE,
         paths,
@@ -46,5 +61,44 @@ def run_demo(out: str | Path = "runs/demo", *, episodes: int = 500, seed: int = 
         goal=GOAL,
         title="Greedy paths after training",
     )
-    print(f"\nwrote {out}/learning_curves.png, {out}/greedy_paths.png and one run directory per algorithm")
     return results
+
+
+def _weather_run(out: Path, episodes: int, seed: int) -> dict[str, float]:
+    print(f"\n== 2. {WEATHER}: look up weather and air quality, then decide whether to go running")
+    test_env = gym.make(WEATHER, split="test")
+    obs, _ = test_env.reset(seed=seed)
+    oracle = test_env.unwrapped.oracle()
+    print(obs.splitlines()[0])
+    for _ in range(3):
+        action = oracle.predict(obs)[0]
+        obs, reward, *_, info = test_env.step(action)
+        print(f"  {action}\n    -> {info['summary']} (reward {reward:+g})")
+    agent, rows = train_tabular(
+        "q-learning",
+        WEATHER,
+        out / "q-learning",
+        episodes=episodes,
+        seed=seed,
+        progress_bar=False,
+        env_kwargs={"split": "train"},
+        **WEATHER_SETTINGS,
+    )
+    discrete_test = DiscreteToolActions(gym.make(WEATHER, split="test"))
+    reports = {
+        "oracle": evaluate(oracle, gym.make(WEATHER, split="test"), agent="oracle"),
+        "q-learning": evaluate(agent, discrete_test, agent="q-learning"),
+        "random": evaluate(RandomAgent(discrete_test.action_space, seed), discrete_test, agent="random"),
+    }
+    print(f"\nOn the 100 frozen test tasks (Q-learning trained {episodes} episodes on other cities):")
+    print(f"  {'agent':<11} {'success':>8} {'mean reward':>12}")
+    for name, report in reports.items():
+        print(f"  {name:<11} {report.success_rate:>8.0%} {report.mean_return:>12.3f}")
+    plot_learning_curves(
+        {"q-learning": rows},
+        out / "learning_curve.png",
+        keys=("return",),
+        window=50,
+        title=f"Q-learning on {WEATHER} (train split)",
+    )
+    return {f"weather_run/{name}/success_rate": r.success_rate for name, r in reports.items()}

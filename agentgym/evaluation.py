@@ -45,16 +45,21 @@ def evaluate(
     policy: Any,
     env: gym.Env,
     *,
-    episodes: int = 10,
+    episodes: int | None = None,
     seed: int = 0,
     agent: str = "",
     max_steps: int = 10_000,
 ) -> EvalReport:
-    """Run ``episodes`` episodes (episode ``i`` reset with ``seed + i``) and report.
+    """Run episodes and report. Episode ``i`` is reset with ``seed + i``.
 
     ``policy`` is an object with SB3's ``predict(obs) -> (action, state)`` or a plain callable
-    ``obs -> action``. ``max_steps`` caps an episode on an env without a time limit.
+    ``obs -> action``. ``episodes=None`` plays every task of an env with a fixed task list once
+    (``options={"task_index": i}``; e.g. WeatherRun's frozen test split), else 10 episodes.
+    ``max_steps`` caps an episode on an env without a time limit.
     """
+    num_tasks = getattr(env.unwrapped, "num_tasks", None)
+    all_tasks = episodes is None and num_tasks is not None
+    episodes = num_tasks if all_tasks else (episodes or 10)
     act: Callable[[Any], Any]
     if hasattr(policy, "predict"):
         act = lambda obs: policy.predict(obs, deterministic=True)[0]  # noqa: E731
@@ -62,7 +67,7 @@ def evaluate(
         act = policy
     returns, lengths, successes = [], [], []
     for i in range(episodes):
-        obs, info = env.reset(seed=seed + i)
+        obs, info = env.reset(seed=seed + i, options={"task_index": i} if all_tasks else None)
         total, length = 0.0, 0
         for length in range(1, max_steps + 1):  # noqa: B007
             obs, reward, terminated, truncated, info = env.step(act(obs))

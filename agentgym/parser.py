@@ -230,7 +230,7 @@ def _calls_from_json(obj: Any, known: Mapping[str, Any]) -> tuple[list[_Raw], st
     if name_key is None:
         # {"get_weather": {"city": "X"}}: a single key naming a known tool
         if len(obj) == 1:
-            (key, val), = obj.items()
+            ((key, val),) = obj.items()
             if key.lower() in known and isinstance(val, dict | type(None)):
                 return [_Raw(key, _arguments(val))], "json"
         return None
@@ -421,7 +421,7 @@ def _find_python(text: str, known: Mapping[str, Any]) -> tuple[list[_Raw], str] 
                 continue
             end = _closing_paren(text, m.end() - 1)
             if end < 0:  # fatal, as a truncated call must not be dropped (and rescanning is quadratic)
-                raise _Unparsable(f"unclosed parenthesis in {_clip(text[m.start():])!r}")
+                raise _Unparsable(f"unclosed parenthesis in {_clip(text[m.start() :])!r}")
             done = end
             try:
                 calls.append(_python_call(text[m.start() : end]))

@@ -47,9 +47,7 @@ def run(env: gym.Env, actions: list) -> float:
 
 def make_envs() -> dict[str, gym.Env]:
     return {
-        "ours (DiscreteToolActions)": DiscreteToolActions(
-            gym.make("agentgym/CliffWalk-v0", cliff_terminates=False)
-        ),
+        "ours (DiscreteToolActions)": DiscreteToolActions(gym.make("agentgym/CliffWalk-v0", cliff_terminates=False)),
         "gymnasium CliffWalking-v1": gym.make("CliffWalking-v1"),
         "text (canonical strings)": gym.make("agentgym/CliffWalk-v0"),
     }
@@ -86,8 +84,10 @@ def main() -> None:
         note = f"   (target ≥ {TARGET}×)" if name.startswith("ours") else ""
         print(f"{name:<28} {best[name]:>13,.0f} {median[name]:>15,.0f} {ratio:>12.2f}×{note}")
     ratio = best["ours (DiscreteToolActions)"] / best[gym_name]
-    print(f"\nours/gymnasium = {ratio:.2f}× (best of rounds); target ≥ {TARGET}×: "
-          f"{'met' if ratio >= TARGET else 'NOT met'}")
+    print(
+        f"\nours/gymnasium = {ratio:.2f}× (best of rounds); target ≥ {TARGET}×: "
+        f"{'met' if ratio >= TARGET else 'NOT met'}"
+    )
 
     if args.profile:
         ours = envs["ours (DiscreteToolActions)"]

@@ -31,8 +31,6 @@ from typing import Any, Protocol
 
 import httpx
 import numpy as np
-from pydantic import BaseModel, ValidationError
-
 from agentgym.envs.weather_data import (
     SNAPSHOT_V0,
     WeatherRecord,
@@ -40,6 +38,8 @@ from agentgym.envs.weather_data import (
     load_snapshot,
     write_snapshot,
 )
+from pydantic import BaseModel, ValidationError
+
 from agentgym.tools import ToolError
 
 __all__ = ["HTTPWeather", "RandomWeather", "SnapshotWeather", "WeatherBackend"]
@@ -223,7 +223,9 @@ class HTTPWeather:
                 entry = self._recorded.setdefault((city_key(city), date), {"city": city, "date": date})
                 entry.update(values)
                 complete = [
-                    {**r, "split": self.split} for r in self._recorded.values() if all(k in r for k in WEATHER_FIELDS + AIR_FIELDS)
+                    {**r, "split": self.split}
+                    for r in self._recorded.values()
+                    if all(k in r for k in WEATHER_FIELDS + AIR_FIELDS)
                 ]
                 if complete:
                     write_snapshot(complete, self.record_path)

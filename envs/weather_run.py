@@ -6,9 +6,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from agentgym.core import ToolEnv
 from agentgym.envs.weather_backends import HTTPWeather, RandomWeather, SnapshotWeather, WeatherBackend
 from agentgym.envs.weather_data import (
     AQI_LIMIT,
@@ -20,6 +17,9 @@ from agentgym.envs.weather_data import (
     load_snapshot,
     sha256_file,
 )
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentgym.core import ToolEnv
 from agentgym.tools import ToolCall, ToolError, ToolResult, tool
 
 __all__ = ["RewardWeights", "WeatherOracle", "WeatherRunEnv"]
@@ -79,7 +79,6 @@ class WeatherRunEnv(ToolEnv):
     ## Version history
     - v0: initial version (snapshot SHA-256 ``3031b819…``).
     """
-
 
     def __init__(
         self,
@@ -158,7 +157,9 @@ class WeatherRunEnv(ToolEnv):
             return ToolResult(f"Error: {exc}", cost, error=True)
         if city_key(city) == city_key(self.city):
             self.aqi = int(a["aqi"])
-        return ToolResult(f"Air quality in {a['city']} on {self.date}: AQI {a['aqi']}, PM2.5 {a['pm2_5']:g} µg/m³.", cost)
+        return ToolResult(
+            f"Air quality in {a['city']} on {self.date}: AQI {a['aqi']}, PM2.5 {a['pm2_5']:g} µg/m³.", cost
+        )
 
     @tool
     def answer(self, suitable: bool, reason: str = "") -> ToolResult:
@@ -226,12 +227,17 @@ class WeatherRunEnv(ToolEnv):
         if self.decision is None:
             decision = "decision pending"
         else:
-            decision = f"decision: {'suitable' if self.decision else 'not suitable'} ({'correct' if self.correct else 'wrong'})"
+            verdict = "correct" if self.correct else "wrong"
+            decision = f"decision: {'suitable' if self.decision else 'not suitable'} ({verdict})"
         return f"{self.city} · temp {temp} · AQI {aqi} · {decision}"
 
     @property
     def success(self) -> bool:
         return self.correct
+
+    @property
+    def num_tasks(self) -> int | None:
+        return len(self.backend.tasks) if not isinstance(self.backend, RandomWeather) else None
 
     def state_key(self) -> str:
         if self.decision is not None:

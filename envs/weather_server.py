@@ -53,7 +53,9 @@ class WeatherServer:
                 url = urlsplit(self.path)
                 query = {k: v[0] for k, v in parse_qs(url.query).items()}
                 if url.path not in ("/v1/weather", "/v1/air-quality"):
-                    return self._send(404, {"error": f"no such endpoint {url.path}; use /v1/weather or /v1/air-quality"})
+                    return self._send(
+                        404, {"error": f"no such endpoint {url.path}; use /v1/weather or /v1/air-quality"}
+                    )
                 city, date = query.get("city", ""), query.get("date", "")
                 if not city or not date:
                     return self._send(400, {"error": "query parameters 'city' and 'date' (YYYY-MM-DD) are required"})

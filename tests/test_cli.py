@@ -65,7 +65,15 @@ def test_demo_writes_plots(tmp_path, capsys):
     assert main(["demo", "--out", str(tmp_path), "--episodes", "60"]) == 0
     out = capsys.readouterr().out
     assert "q-learning: greedy return" in out and "sarsa: greedy return" in out
-    for name in ("learning_curves.png", "greedy_paths.png", "q-learning/qtable.npz", "sarsa/metrics.csv"):
+    assert "oracle          100%        1.500" in out
+    for name in (
+        "cliff_walk/learning_curves.png",
+        "cliff_walk/greedy_paths.png",
+        "cliff_walk/q-learning/qtable.npz",
+        "cliff_walk/sarsa/metrics.csv",
+        "weather_run/learning_curve.png",
+        "weather_run/q-learning/qtable.npz",
+    ):
         assert (tmp_path / name).stat().st_size > 0
 
 

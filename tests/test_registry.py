@@ -19,5 +19,3 @@ def test_every_id_is_registered_with_a_description():
 def test_check_env_text_and_discrete(env_id):
     check_env(gym.make(env_id).unwrapped, skip_render_check=False)
     check_env(DiscreteToolActions(gym.make(env_id).unwrapped))
-
-

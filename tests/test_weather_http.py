@@ -10,11 +10,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import gymnasium as gym
 import httpx
 import pytest
-
-import agentgym
 from agentgym.envs.weather_data import load_snapshot
 from agentgym.envs.weather_run import WeatherOracle
 from agentgym.envs.weather_server import WeatherServer
+
+import agentgym
 
 ENV_ID = "agentgym/WeatherRun-v0"
 call = agentgym.ToolEnv.canonical
@@ -60,7 +60,7 @@ class Misbehaving(BaseHTTPRequestHandler):
         if self.mode == "slow":
             time.sleep(0.5)
         if self.mode == "drop":
-            self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 500\r\n\r\n{\"cur")
+            self.wfile.write(b'HTTP/1.1 200 OK\r\nContent-Length: 500\r\n\r\n{"cur')
             self.close_connection = True
             return
         body = b"{not json" if self.mode == "malformed" else b'{"error": "boom"}'

@@ -3,9 +3,6 @@
 import gymnasium as gym
 import numpy as np
 import pytest
-from pydantic import ValidationError
-
-import agentgym
 from agentgym.envs.weather_data import (
     SNAPSHOT_V0,
     SNAPSHOT_V0_SHA256,
@@ -18,6 +15,9 @@ from agentgym.envs.weather_data import (
 )
 from agentgym.envs.weather_run import WeatherOracle
 from agentgym.trainers import QLearning
+from pydantic import ValidationError
+
+import agentgym
 from agentgym.wrappers import DiscreteToolActions
 
 ENV_ID = "agentgym/WeatherRun-v0"
@@ -73,7 +73,7 @@ def test_oracle_episode_rewards_and_summary():
     city = env.unwrapped.city
     assert info["summary"] == f"{city} · temp ? · AQI ? · decision pending" and city in obs
     oracle = WeatherOracle()
-    total, components, info = 0.0, {}, {}
+    total, info = 0.0, {}
     for _ in range(3):
         obs, r, terminated, _, info = env.step(oracle.predict(obs)[0])
         total += r
@@ -138,7 +138,9 @@ def test_tool_cost_and_custom_weights():
     env = gym.make(ENV_ID, tool_cost=0.1, rewards={"both_tools": 0.25})
     env.reset(seed=5)
     city = env.unwrapped.city
-    total, components, _ = play(env, [call("get_weather", city=city), call("get_air_quality", city=city), truth_action(env)])
+    total, components, _ = play(
+        env, [call("get_weather", city=city), call("get_air_quality", city=city), truth_action(env)]
+    )
     assert components == pytest.approx({"tool_cost": -0.2, "correct": 1.0, "both_tools": 0.25})
     assert total == pytest.approx(1.05)
     with pytest.raises(ValidationError, match="tool_cost"):
@@ -181,7 +183,11 @@ def test_random_backend_is_seeded_and_varied():
 
 @pytest.mark.parametrize(
     "kwargs, message",
-    [({"backend": "ftp"}, "backend must be"), ({"split": "validation"}, "no records in split"), ({"backend": "http"}, "base_url")],
+    [
+        ({"backend": "ftp"}, "backend must be"),
+        ({"split": "validation"}, "no records in split"),
+        ({"backend": "http"}, "base_url"),
+    ],
 )
 def test_bad_env_config_is_explained(kwargs, message):
     with pytest.raises(ValueError, match=message):
