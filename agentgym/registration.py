@@ -17,6 +17,10 @@ ENV_IDS: dict[str, dict] = {
         "entry_point": "agentgym.envs.weather_run:WeatherRunEnv",
         "max_episode_steps": 8,
     },
+    "agentgym/SQLLookup-v0": {
+        "entry_point": "agentgym.envs.sql_lookup:SQLLookupEnv",
+        "max_episode_steps": 12,
+    },
 }
 
 

@@ -1,6 +1,7 @@
 """The agentgym tasks (installed as ``agentgym.envs``)."""
 
 from agentgym.envs.cliff_walk import CliffWalkEnv
+from agentgym.envs.sql_lookup import SQLLookupEnv, SQLOracle
 from agentgym.envs.weather_run import WeatherOracle, WeatherRunEnv
 
-__all__ = ["CliffWalkEnv", "WeatherOracle", "WeatherRunEnv"]
+__all__ = ["CliffWalkEnv", "SQLLookupEnv", "SQLOracle", "WeatherOracle", "WeatherRunEnv"]
