@@ -33,22 +33,38 @@ def _cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _setting(text: str) -> tuple[str, Any]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, e.g. learning_rate=0.003, got {text!r}")
+    try:
+        return key.strip(), json.loads(value)
+    except json.JSONDecodeError:
+        return key.strip(), value
+
+
 def _cmd_train(args: argparse.Namespace) -> int:
-    from agentgym.runs import train_tabular
+    from agentgym.runs import train
 
     hyper = {k: v for k in ("alpha", "gamma", "epsilon") if (v := getattr(args, k)) is not None}
-    agent, _ = train_tabular(
+    hyper.update(dict(args.set))
+    budget = args.timesteps if args.algorithm == "ppo" else args.episodes
+    agent, rows = train(
         args.algorithm,
         args.env,
         args.out,
-        episodes=args.episodes,
+        budget=budget,
         seed=args.seed,
         env_kwargs=args.env_kwargs,
         progress_bar=not args.no_progress,
         **hyper,
     )
-    print(f"greedy return after {agent.episodes_done} episodes: {agent.greedy_return():g}")
-    print(f"wrote {args.out}/: config.json metrics.jsonl metrics.csv learning_curve.png qtable.npz")
+    successes = [row["success"] for row in rows[-100:]]
+    print(
+        f"{len(rows)} episodes; success over the last {len(successes)}: {sum(successes) / max(len(successes), 1):.0%}; "
+        f"greedy return from the seed's start: {agent.greedy_return():g}"
+    )
+    print(f"wrote {args.out}/: config.json metrics.jsonl metrics.csv learning_curve.png and the checkpoint")
     return 0
 
 
@@ -92,15 +108,24 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("list", help="list the registered environments").set_defaults(fn=_cmd_list)
 
-    p = sub.add_parser("train", help="train a tabular agent (Q-learning or SARSA)")
-    p.add_argument("algorithm", choices=["q-learning", "sarsa"])
+    p = sub.add_parser("train", help="train Q-learning, SARSA, REINFORCE or PPO through the discrete view")
+    p.add_argument("algorithm", choices=["q-learning", "sarsa", "reinforce", "ppo"])
     p.add_argument("--env", default="agentgym/CliffWalk-v0")
     p.add_argument("--env-kwargs", type=_json_object, default={}, help="JSON object passed to gym.make")
-    p.add_argument("--episodes", type=int, default=500)
+    p.add_argument("--episodes", type=int, default=500, help="training episodes (q-learning, sarsa, reinforce)")
+    p.add_argument("--timesteps", type=int, default=50_000, help="training env steps (ppo)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--alpha", type=float, help="learning rate (default 0.1)")
-    p.add_argument("--gamma", type=float, help="discount factor (default 0.9)")
-    p.add_argument("--epsilon", type=float, help="exploration rate (default 0.1)")
+    p.add_argument("--gamma", type=float, help="discount factor")
+    p.add_argument("--alpha", type=float, help="tabular learning rate (default 0.1)")
+    p.add_argument("--epsilon", type=float, help="tabular exploration rate (default 0.1)")
+    p.add_argument(
+        "--set",
+        type=_setting,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any field of the algorithm's config, e.g. --set learning_rate=0.003 (repeatable)",
+    )
     p.add_argument("--out", default="runs/train")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(fn=_cmd_train)
@@ -108,7 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("eval", help="evaluate an agent on an environment")
     p.add_argument("--env", default="agentgym/CliffWalk-v0")
     p.add_argument("--env-kwargs", type=_json_object, default={})
-    p.add_argument("--agent", required=True, help="random | oracle | qtable:PATH")
+    p.add_argument("--agent", required=True, help="random | oracle | qtable:PATH | torch:PATH")
     p.add_argument("--episodes", type=int, help="default: every task of a fixed task list once, else 10")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", help="also write DIR/summary.json")

@@ -17,7 +17,7 @@ import numpy as np
 from agentgym.envs.cliff_walk import GOAL, SHAPE, START, draw_path
 from agentgym.evaluation import RandomAgent, evaluate
 from agentgym.plotting import plot_grid_paths, plot_learning_curves
-from agentgym.runs import TABULAR, train_tabular
+from agentgym.runs import TABULAR, train
 from agentgym.wrappers import DiscreteToolActions
 
 __all__ = ["run_demo"]
@@ -41,8 +41,8 @@ def _cliff_walk(out: Path, episodes: int, seed: int) -> dict[str, float]:
     print(f"== 1. Q-learning vs SARSA on {CLIFF}, {episodes} episodes, {CLIFF_SETTINGS}")
     curves, paths, results = {}, {}, {}
     for algorithm in TABULAR:
-        agent, rows = train_tabular(
-            algorithm, CLIFF, out / algorithm, episodes=episodes, seed=seed, progress_bar=False, **CLIFF_SETTINGS
+        agent, rows = train(
+            algorithm, CLIFF, out / algorithm, budget=episodes, seed=seed, progress_bar=False, **CLIFF_SETTINGS
         )
         states, greedy = agent.greedy_rollout()
         curves[algorithm] = rows
@@ -74,11 +74,11 @@ def _weather_run(out: Path, episodes: int, seed: int) -> dict[str, float]:
         action = oracle.predict(obs)[0]
         obs, reward, *_, info = test_env.step(action)
         print(f"  {action}\n    -> {info['summary']} (reward {reward:+g})")
-    agent, rows = train_tabular(
+    agent, rows = train(
         "q-learning",
         WEATHER,
         out / "q-learning",
-        episodes=episodes,
+        budget=episodes,
         seed=seed,
         progress_bar=False,
         env_kwargs={"split": "train"},

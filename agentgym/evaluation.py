@@ -94,7 +94,8 @@ def make_agent(spec: str, env: gym.Env, seed: int | None = None) -> tuple[Any, g
     """Build an agent from a spec string and return it with the env view it acts on.
 
     Specs: ``random`` (uniform over the discrete menu), ``oracle`` (the task's scripted expert, on
-    the text env), ``qtable:PATH`` (a saved Q-learning or SARSA agent, acting greedily).
+    the text env), ``qtable:PATH`` (a saved Q-learning or SARSA agent, acting greedily),
+    ``torch:PATH`` (a saved REINFORCE or PPO agent, taking its most likely action).
     """
     kind, _, arg = spec.partition(":")
     if kind == "oracle":
@@ -107,4 +108,15 @@ def make_agent(spec: str, env: gym.Env, seed: int | None = None) -> tuple[Any, g
 
         agent = TabularAgent.load(arg, env)
         return agent, agent.env
-    raise ValueError(f"unknown agent spec {spec!r}; use 'random', 'oracle' or 'qtable:PATH'")
+    if kind == "torch":
+        import torch
+
+        from agentgym.trainers import PPO, REINFORCE
+
+        algorithm = torch.load(arg, weights_only=True).get("algorithm")
+        agent_cls = {"reinforce": REINFORCE, "ppo": PPO}.get(algorithm)
+        if agent_cls is None:
+            raise ValueError(f"{arg} holds no REINFORCE or PPO checkpoint (algorithm {algorithm!r})")
+        agent = agent_cls.load(arg, env)
+        return agent, agent.env
+    raise ValueError(f"unknown agent spec {spec!r}; use 'random', 'oracle', 'qtable:PATH' or 'torch:PATH'")

@@ -34,7 +34,8 @@ def plot_learning_curves(
 ) -> Path:
     """One panel per metric in ``keys``, one line per run (raw values faint, moving average bold).
 
-    ``floor`` clips the y-axis from below (e.g. -100 on CliffWalk, where early returns are huge).
+    ``floor`` clips the y-axis from below; by default it is set just under the lowest moving
+    average, so a few huge early losses (CliffWalk's −2,000 first episodes) do not flatten the curve.
     """
     import matplotlib
 
@@ -44,18 +45,23 @@ def plot_learning_curves(
     keys = [k for k in keys if any(k in row for rows in runs.values() for row in rows)]
     fig, axes = plt.subplots(1, len(keys), figsize=(5.5 * len(keys), 3.8), squeeze=False)
     for ax, key in zip(axes[0], keys, strict=True):
+        lowest = []
         for label, rows in runs.items():
             pts = [(row[x], row[key]) for row in rows if key in row]
             if not pts:
                 continue
             xs, ys = map(np.asarray, zip(*pts, strict=True))
-            (line,) = ax.plot(xs, moving_average(ys, window), label=label, linewidth=1.8)
+            smooth = moving_average(ys, window)
+            (line,) = ax.plot(xs, smooth, label=label, linewidth=1.8)
             ax.plot(xs, ys, color=line.get_color(), alpha=0.2, linewidth=0.8)
+            lowest.append(smooth[min(window, len(smooth) - 1) :].min(initial=smooth.min()))
         ax.set_xlabel(x)
         ax.set_ylabel(key.replace("_", " "))
         ax.set_title(f"{key.replace('_', ' ')} ({window}-{x} moving average)", fontsize=10)
-        if floor is not None:
-            ax.set_ylim(bottom=floor)
+        bottom = floor if floor is not None else (min(lowest) if lowest else None)
+        if bottom is not None:
+            top = ax.get_ylim()[1]
+            ax.set_ylim(bottom=bottom - 0.05 * (top - bottom), top=top)
         ax.grid(alpha=0.3)
         ax.legend()
     if title:

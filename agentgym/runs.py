@@ -11,30 +11,41 @@ import gymnasium as gym
 import agentgym
 from agentgym.metrics import MetricsWriter
 from agentgym.plotting import plot_learning_curves
-from agentgym.trainers.tabular import SARSA, QLearning, TabularAgent
 
-__all__ = ["TABULAR", "train_tabular"]
+__all__ = ["ALGORITHMS", "TABULAR", "train"]
 
 TABULAR = ("q-learning", "sarsa")
+ALGORITHMS = (*TABULAR, "reinforce", "ppo")
 
 
-def train_tabular(
+def _agent_class(algorithm: str) -> Any:
+    from agentgym.trainers import PPO, REINFORCE, SARSA, QLearning
+
+    classes = {"q-learning": QLearning, "sarsa": SARSA, "reinforce": REINFORCE, "ppo": PPO}
+    if algorithm not in classes:
+        raise ValueError(f"unknown algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
+    return classes[algorithm]
+
+
+def train(
     algorithm: str,
     env_id: str,
     out: str | Path,
     *,
-    episodes: int = 500,
+    budget: int = 500,
     seed: int | None = 0,
     env_kwargs: dict[str, Any] | None = None,
     progress_bar: bool = True,
     **hyperparameters: Any,
-) -> tuple[TabularAgent, list[dict[str, Any]]]:
-    """Train Q-learning or SARSA on ``env_id`` and write, in ``out``: ``config.json``,
-    ``metrics.jsonl``/``metrics.csv`` (one row per episode), ``learning_curve.png`` and
-    ``qtable.npz``. Returns the trained agent and its metric rows."""
-    agent_cls = {"q-learning": QLearning, "sarsa": SARSA}.get(algorithm)
-    if agent_cls is None:
-        raise ValueError(f"unknown algorithm {algorithm!r}; choose one of {', '.join(TABULAR)}")
+) -> tuple[Any, list[dict[str, Any]]]:
+    """Train ``algorithm`` (one of :data:`ALGORITHMS`) on ``env_id`` and write, in ``out``:
+    ``config.json``, ``metrics.jsonl``/``metrics.csv`` (one row per episode), ``learning_curve.png``
+    and the checkpoint (``qtable.npz`` for the tabular learners, ``model.pt`` for REINFORCE/PPO).
+
+    ``budget`` is episodes, except for PPO, which counts env steps. Returns the trained agent and
+    its metric rows.
+    """
+    agent_cls = _agent_class(algorithm)
     env = gym.make(env_id, **(env_kwargs or {}))
     agent = agent_cls(env, seed=seed, **hyperparameters)
     out = Path(out)
@@ -43,15 +54,14 @@ def train_tabular(
         "algorithm": algorithm,
         "env_id": env_id,
         "env_kwargs": env_kwargs or {},
-        "episodes": episodes,
+        "budget": budget,
+        "budget_unit": "env steps" if algorithm == "ppo" else "episodes",
         "agent": agent.config.model_dump(),
         "package_version": agentgym.__version__,
     }
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     with MetricsWriter(out) as metrics:
-        agent.learn(episodes, callback=lambda _agent, row: metrics.write(row), progress_bar=progress_bar)
-    plot_learning_curves(
-        {algorithm: metrics.rows}, out / "learning_curve.png", title=f"{algorithm} on {env_id}", floor=-120
-    )
-    agent.save(out / "qtable.npz")
+        agent.learn(budget, callback=lambda _agent, row: metrics.write(row), progress_bar=progress_bar)
+    plot_learning_curves({algorithm: metrics.rows}, out / "learning_curve.png", title=f"{algorithm} on {env_id}")
+    agent.save(out / ("qtable.npz" if algorithm in TABULAR else "model.pt"))
     return agent, metrics.rows

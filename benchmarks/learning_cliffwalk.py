@@ -45,7 +45,9 @@ def main() -> None:
         reached = [h for h in hits if h is not None]
         median = statistics.median(reached) if reached else float("nan")
         peer = peer or median
-        print(f"{name:<48} median {median:>5}  ×{median / peer:.2f} of peer  reached {len(reached)}/{args.seeds}  {hits}")
+        print(
+            f"{name:<48} median {median:>5}  ×{median / peer:.2f} of peer  reached {len(reached)}/{args.seeds}  {hits}"
+        )
     returns = [
         SARSA(gym.make("agentgym/CliffWalk-v0"), alpha=0.1, gamma=1.0, epsilon=0.1, seed=s, eval_every=0)
         .learn(500)

@@ -25,7 +25,6 @@ import time
 from agentgym.envs.sql_data import DATABASE_V0
 from agentgym.envs.sql_lookup import SQLLookupEnv
 from agentgym.envs.sql_safety import ReadOnlySQLite
-
 from agentgym.tools import ToolCall
 
 QUERIES = {

@@ -12,6 +12,9 @@ from collections.abc import Hashable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentgym.core import ToolEnv
 from agentgym.envs.sql_data import (
     DATABASE_V0,
     DATABASE_V0_SHA256,
@@ -21,9 +24,6 @@ from agentgym.envs.sql_data import (
     sha256_file,
 )
 from agentgym.envs.sql_safety import QueryError, QueryResult, ReadOnlySQLite, TableInfo
-from pydantic import BaseModel, ConfigDict, Field
-
-from agentgym.core import ToolEnv
 from agentgym.tools import ToolCall, ToolError, ToolResult, tool
 
 __all__ = [

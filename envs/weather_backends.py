@@ -31,6 +31,8 @@ from typing import Any, Protocol
 
 import httpx
 import numpy as np
+from pydantic import BaseModel, ValidationError
+
 from agentgym.envs.weather_data import (
     SNAPSHOT_V0,
     WeatherRecord,
@@ -38,8 +40,6 @@ from agentgym.envs.weather_data import (
     load_snapshot,
     write_snapshot,
 )
-from pydantic import BaseModel, ValidationError
-
 from agentgym.tools import ToolError
 
 __all__ = ["HTTPWeather", "RandomWeather", "SnapshotWeather", "WeatherBackend"]

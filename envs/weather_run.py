@@ -6,6 +6,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentgym.core import ToolEnv
 from agentgym.envs.weather_backends import HTTPWeather, RandomWeather, SnapshotWeather, WeatherBackend
 from agentgym.envs.weather_data import (
     AQI_LIMIT,
@@ -17,9 +20,6 @@ from agentgym.envs.weather_data import (
     load_snapshot,
     sha256_file,
 )
-from pydantic import BaseModel, ConfigDict, Field
-
-from agentgym.core import ToolEnv
 from agentgym.tools import ToolCall, ToolError, ToolResult, tool
 
 __all__ = ["RewardWeights", "WeatherOracle", "WeatherRunEnv"]

@@ -21,7 +21,7 @@ def test_train_then_eval_reports_greedy_return(tmp_path, capsys):
     out = tmp_path / "q"
     argv = ["train", "q-learning", "--episodes", "100", "--seed", "0", "--alpha", "0.5", "--gamma", "1"]
     assert main([*argv, "--out", str(out), "--no-progress"]) == 0
-    assert "greedy return after 100 episodes: -13" in capsys.readouterr().out
+    assert "greedy return from the seed's start: -13" in capsys.readouterr().out
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["episode"] for r in rows] == list(range(1, 101)) and rows[-1]["greedy_return"] == -13
     assert (out / "metrics.csv").read_text().splitlines()[0].startswith("episode,return,length")
@@ -32,6 +32,19 @@ def test_train_then_eval_reports_greedy_return(tmp_path, capsys):
     report = json.loads(capsys.readouterr().out)
     assert report["mean_return"] == -13 and report["success_rate"] == 1.0 and report["returns"] == [-13.0] * 3
     assert json.loads((out / "summary.json").read_text()) == report
+
+
+@pytest.mark.parametrize("algorithm, budget", [("reinforce", ["--episodes", "1000"]), ("ppo", ["--timesteps", "5000"])])
+def test_train_policy_gradient_then_eval_on_the_test_split(algorithm, budget, tmp_path, capsys):
+    out = tmp_path / algorithm
+    env = ["--env", "agentgym/WeatherRun-v0"]
+    argv = ["train", algorithm, *env, "--env-kwargs", '{"split": "train"}', *budget, "--set", "eval_every=0"]
+    assert main([*argv, "--out", str(out), "--no-progress"]) == 0
+    assert json.loads((out / "config.json").read_text())["agent"]["eval_every"] == 0
+    capsys.readouterr()
+    assert main(["eval", *env, "--env-kwargs", '{"split": "test"}', "--agent", f"torch:{out / 'model.pt'}"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["episodes"] == 100 and report["success_rate"] >= 0.95
 
 
 def test_eval_random_agent(capsys):
@@ -48,6 +61,8 @@ def test_eval_random_agent(capsys):
         (["train", "sarsa", "--env", "agentgym/Nope-v0"], "Nope"),
         (["eval", "--agent", "qtable:/does/not/exist.npz"], "No such file"),
         (["eval", "--agent", "telepathy"], "unknown agent spec"),
+        (["train", "reinforce", "--set", "bogus=1"], "invalid setting: bogus"),
+        (["train", "ppo", "--alpha", "0.5"], "invalid setting: alpha"),
     ],
 )
 def test_bad_settings_exit_2_with_a_message(argv, message, tmp_path, capsys):

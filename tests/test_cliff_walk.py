@@ -6,9 +6,9 @@ import sys
 import gymnasium as gym
 import numpy as np
 import pytest
-from agentgym.envs.cliff_walk import CliffWalkEnv, draw_path
 
 import agentgym
+from agentgym.envs.cliff_walk import CliffWalkEnv, draw_path
 from agentgym.wrappers import DiscreteToolActions
 
 ENV_ID = "agentgym/CliffWalk-v0"

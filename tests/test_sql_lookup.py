@@ -10,6 +10,9 @@ import time
 
 import numpy as np
 import pytest
+from gymnasium.utils.env_checker import check_env
+from gymnasium.wrappers import TimeLimit
+
 from agentgym.envs.sql_data import (
     BUILT_WITH_SQLITE,
     DATABASE_V0,
@@ -28,12 +31,9 @@ from agentgym.envs.sql_data import (
 )
 from agentgym.envs.sql_lookup import SQLLookupEnv, looks_empty, results_match, rows_from_value
 from agentgym.envs.sql_safety import QueryError, ReadOnlySQLite, check_statement
-from agentgym.trainers import QLearning
-from gymnasium.utils.env_checker import check_env
-from gymnasium.wrappers import TimeLimit
-
 from agentgym.evaluation import RandomAgent, evaluate
 from agentgym.tools import ToolCall
+from agentgym.trainers import QLearning
 from agentgym.wrappers import DiscreteToolActions
 
 MAX_STEPS = 12

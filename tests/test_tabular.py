@@ -3,10 +3,10 @@
 import gymnasium as gym
 import numpy as np
 import pytest
-from agentgym.trainers import SARSA, QLearning
 from pydantic import ValidationError
 
 import agentgym  # noqa: F401
+from agentgym.trainers import SARSA, QLearning
 from agentgym.wrappers import DiscreteToolActions
 
 ENV_ID = "agentgym/CliffWalk-v0"

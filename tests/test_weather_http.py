@@ -10,11 +10,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import gymnasium as gym
 import httpx
 import pytest
+
+import agentgym
 from agentgym.envs.weather_data import load_snapshot
 from agentgym.envs.weather_run import WeatherOracle
 from agentgym.envs.weather_server import WeatherServer
-
-import agentgym
 
 ENV_ID = "agentgym/WeatherRun-v0"
 call = agentgym.ToolEnv.canonical

@@ -166,7 +166,9 @@ def group_relative_advantages(
     advantages = centered / (std[inverse] + eps) if scale else centered
     tied = tied_group[inverse]
     advantages = torch.where(tied, torch.zeros_like(advantages), advantages)
-    return GroupAdvantages(advantages.reshape(rewards.shape), tied.reshape(rewards.shape), n_groups, int(tied_group.sum()))
+    return GroupAdvantages(
+        advantages.reshape(rewards.shape), tied.reshape(rewards.shape), n_groups, int(tied_group.sum())
+    )
 
 
 def masked_mean(x: Tensor, mask: Tensor | None = None) -> Tensor:

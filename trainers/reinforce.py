@@ -10,6 +10,18 @@ The baseline ``b`` does not bias the gradient but cuts its variance: a learned c
 off by a time limit bootstraps its return from ``V`` of the state it stopped in when the critic
 is learned (see :func:`~agentgym.trainers.advantages.discounted_returns`).
 
+Advantages are normalised per batch by default: Monte-Carlo advantages are large and noisy, and
+without it CliffWalk took about three times as many steps (median 56k against 18k, 10 seeds).
+Normalising subtracts the batch mean, so to compare the ``"mean"`` and ``"none"`` baselines set
+``normalize_advantages=False``.
+
+The entropy bonus matters more than usual here: on CliffWalk, falling off and wandering for the
+whole time limit both score about −100, so with too little of it the policy settles on a loop
+before it has found the goal (20 seeds, 3000 episodes: ``ent_coef=0.01`` reached the goal on 19,
+at a median of 37k steps; the default 0.05 on all 20, at 26k, and all 20 still held it at the end).
+REINFORCE stays noisy after it has converged: stop on success with a callback, or lower
+``learning_rate``, if the last policy must be a good one.
+
 The policy is a small MLP over the one-hot observation, so any env with ``Discrete``
 observation and action spaces works, and a text ``ToolEnv`` is wrapped in
 :class:`~agentgym.wrappers.DiscreteToolActions` automatically. The surface follows
@@ -41,13 +53,14 @@ from tqdm.auto import tqdm
 from agentgym.trainers.advantages import discounted_returns, entropy, normalize, policy_gradient_loss, value_loss
 from agentgym.wrappers import as_discrete
 
-__all__ = ["REINFORCE", "REINFORCEConfig", "mlp"]
+__all__ = ["DiscreteAgent", "REINFORCE", "REINFORCEConfig", "mlp"]
 
 Callback = Callable[[Any, dict[str, Any]], bool | None]
 
 
 class REINFORCEConfig(BaseModel):
-    """Hyperparameters of REINFORCE. The defaults solve CliffWalk in a few hundred episodes."""
+    """Hyperparameters of REINFORCE. With the defaults the greedy policy reaches CliffWalk's goal after
+    a few hundred episodes (roughly 5–50 thousand env steps, depending on the seed)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -62,7 +75,7 @@ class REINFORCEConfig(BaseModel):
         0.9, ge=0, lt=1, description="'mean' baseline: b ← decay · b + (1 − decay) · mean of the batch's G_t."
     )
     vf_coef: float = Field(0.5, ge=0, description="Weight of the critic loss (learned baseline only).")
-    ent_coef: float = Field(0.01, ge=0, description="Weight of the entropy bonus that keeps the policy exploring.")
+    ent_coef: float = Field(0.05, ge=0, description="Weight of the entropy bonus that keeps the policy exploring.")
     normalize_advantages: bool = Field(True, description="Normalise G_t − b(s_t) over each batch to mean 0, std 1.")
     episodes_per_update: int = Field(4, ge=1, description="Episodes sampled per gradient step (the batch).")
     max_grad_norm: float | None = Field(0.5, gt=0, description="Clip the global gradient norm (None: no clipping).")
@@ -76,10 +89,16 @@ class REINFORCEConfig(BaseModel):
 
 
 def mlp(n_in: int, hidden: int, n_out: int, out_std: float) -> nn.Sequential:
-    """``Linear → tanh → Linear → tanh → Linear`` with CleanRL's orthogonal init; ``out_std`` scales
-    the last layer (0.01 for a policy head: near-uniform at the start; 1.0 for a value head)."""
-    layers = [nn.Linear(n_in, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh(), nn.Linear(hidden, n_out)]
-    for layer, std in zip(layers[::2], (2**0.5, 2**0.5, out_std), strict=True):
+    """``Linear → tanh → Linear`` with CleanRL's orthogonal init; ``out_std`` scales the last layer
+    (0.01 for a policy head: near-uniform at the start; 1.0 for a value head).
+
+    On a one-hot input the first layer is a learned embedding per state. One hidden layer, not
+    CleanRL's two: a second layer shared by all states couples them, and on CliffWalk it made
+    converged policies drift off the cliff edge far more often (REINFORCE with ``ent_coef=0.1``:
+    3 of 10 seeds still reached the goal after 3000 episodes, against 8 of 10 with one layer).
+    """
+    layers = [nn.Linear(n_in, hidden), nn.Tanh(), nn.Linear(hidden, n_out)]
+    for layer, std in zip(layers[::2], (2**0.5, out_std), strict=True):
         nn.init.orthogonal_(layer.weight, std)
         nn.init.zeros_(layer.bias)
     return nn.Sequential(*layers)
@@ -160,9 +179,14 @@ class DiscreteAgent:
             action = int(torch.multinomial(logits.softmax(-1), 1, generator=self.generator))
         return action + int(self.env.action_space.start), None
 
-    def greedy_rollout(self, max_steps: int | None = None) -> tuple[list[int], float, bool]:
-        """States visited, return and ``info["success"]`` of one episode following the most likely
-        action, on a copy of the env reset with the config seed (capped at ``eval_max_steps``)."""
+    def greedy_rollout(self, max_steps: int | None = None) -> tuple[list[int], float]:
+        """States visited and return of one episode that follows the most likely action, on a copy
+        of the env reset with the config seed (capped at ``eval_max_steps``), as the tabular agents'."""
+        states, total, _success = self._greedy_episode(max_steps)
+        return states, total
+
+    def _greedy_episode(self, max_steps: int | None = None) -> tuple[list[int], float, bool]:
+        """:meth:`greedy_rollout` plus the last step's ``info["success"]``."""
         if self._eval_env is None:
             self._eval_env = copy.deepcopy(self.env)
         env, start = self._eval_env, int(self.env.action_space.start)
@@ -368,7 +392,7 @@ class REINFORCE(DiscreteAgent):
                 metrics |= {"update": self.updates_done + 1, **self._update(batch)}
                 batch = []
             if cfg.eval_every and self.episodes_done % cfg.eval_every == 0:
-                _, metrics["greedy_return"], metrics["greedy_success"] = self.greedy_rollout()
+                _, metrics["greedy_return"], metrics["greedy_success"] = self._greedy_episode()
                 bar.set_postfix(greedy=f"{metrics['greedy_return']:g}", refresh=False)
             if callback is not None and callback(self, metrics) is False:
                 break
