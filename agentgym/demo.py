@@ -44,7 +44,7 @@ def _cliff_walk(out: Path, episodes: int, seed: int) -> dict[str, float]:
         agent, rows = train(
             algorithm, CLIFF, out / algorithm, budget=episodes, seed=seed, progress_bar=False, **CLIFF_SETTINGS
         )
-        states, greedy = agent.greedy_rollout()
+        states, greedy, _ = agent.greedy_rollout()
         curves[algorithm] = rows
         paths[f"{algorithm} (greedy return {greedy:g})"] = [divmod(s, SHAPE[1]) for s in states]
         online = float(np.mean([r["return"] for r in rows[-100:]]))

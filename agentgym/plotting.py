@@ -11,6 +11,26 @@ import numpy as np
 __all__ = ["moving_average", "plot_grid_paths", "plot_learning_curves"]
 
 
+def _pyplot() -> Any:
+    """matplotlib.pyplot on the headless Agg backend (imported on first use: it is slow to import)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig: Any, path: str | Path) -> Path:
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    fig.clf()
+    _pyplot().close(fig)
+    return path
+
+
 def moving_average(values: Sequence[float], window: int) -> np.ndarray:
     """Trailing mean over up to ``window`` values (shorter at the start, so no points are lost)."""
     x = np.asarray(values, dtype=float)
@@ -37,11 +57,7 @@ def plot_learning_curves(
     ``floor`` clips the y-axis from below; by default it is set just under the lowest moving
     average, so a few huge early losses (CliffWalk's −2,000 first episodes) do not flatten the curve.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     keys = [k for k in keys if any(k in row for rows in runs.values() for row in rows)]
     fig, axes = plt.subplots(1, len(keys), figsize=(5.5 * len(keys), 3.8), squeeze=False)
     for ax, key in zip(axes[0], keys, strict=True):
@@ -66,12 +82,7 @@ def plot_learning_curves(
         ax.legend()
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def plot_grid_paths(
@@ -85,11 +96,7 @@ def plot_grid_paths(
     title: str | None = None,
 ) -> Path:
     """Draw walks on a grid world: ``paths`` maps a label to the ``(row, col)`` cells visited."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     rows, cols = shape
     fig, ax = plt.subplots(figsize=(cols * 0.55 + 1, rows * 0.55 + 1.3))
     for r, c in hazards:
@@ -113,9 +120,4 @@ def plot_grid_paths(
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=max(len(paths), 1), frameon=False)
     if title:
         ax.set_title(title)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path)

@@ -49,7 +49,8 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from agentgym.trainers.advantages import entropy, explained_variance, gae, normalize, ppo_clip_loss, value_loss
-from agentgym.trainers.reinforce import Callback, DiscreteAgent, mlp, seeded_init
+from agentgym.trainers.base import Callback
+from agentgym.trainers.reinforce import TorchAgent
 
 __all__ = ["PPO", "PPOConfig"]
 
@@ -84,7 +85,7 @@ class PPOConfig(BaseModel):
     seed: int | None = Field(None, description="Seeds the network init, sampling, minibatches and the first reset.")
 
 
-class PPO(DiscreteAgent):
+class PPO(TorchAgent):
     """Proximal Policy Optimisation with a clipped surrogate. ``PPO(env, config=None, **overrides)``:
     overrides are :class:`PPOConfig` fields (``PPO(env, n_steps=512, seed=0)``)."""
 
@@ -94,16 +95,8 @@ class PPO(DiscreteAgent):
     def __init__(self, env: gym.Env, config: PPOConfig | None = None, **overrides: Any) -> None:
         super().__init__(env, config, **overrides)
         cfg: PPOConfig = self.config
-        self.policy, self.value = seeded_init(
-            cfg.seed,
-            lambda: (
-                mlp(self.n_states, cfg.hidden_size, self.n_actions, out_std=0.01),
-                mlp(self.n_states, cfg.hidden_size, 1, out_std=1.0),
-            ),
-        )
         self.optimizer = torch.optim.Adam([*self.policy.parameters(), *self.value.parameters()], lr=cfg.learning_rate)
         self.rng = np.random.default_rng(cfg.seed)  # minibatch shuffling
-        self.episodes_done = 0
         self.updates_done = 0
         self.timesteps_done = 0
         self.last_update: dict[str, float] = {}  # stats of the latest update, attached to each episode's metrics
@@ -221,7 +214,7 @@ class PPO(DiscreteAgent):
                         "success": bool(info.get("success", False)),
                     }
                     if cfg.eval_every and self.episodes_done % cfg.eval_every == 0:
-                        _, metrics["greedy_return"], metrics["greedy_success"] = self._greedy_episode()
+                        _, metrics["greedy_return"], metrics["greedy_success"] = self.greedy_rollout()
                         bar.set_postfix(greedy=f"{metrics['greedy_return']:g}", refresh=False)
                     metrics |= self.last_update
                     if callback is not None and callback(self, metrics) is False:

@@ -37,7 +37,6 @@ Stable-Baselines3::
 from __future__ import annotations
 
 import bisect
-import copy
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -51,11 +50,9 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from agentgym.trainers.advantages import discounted_returns, entropy, normalize, policy_gradient_loss, value_loss
-from agentgym.wrappers import as_discrete
+from agentgym.trainers.base import Callback, DiscreteAgent
 
-__all__ = ["DiscreteAgent", "REINFORCE", "REINFORCEConfig", "mlp"]
-
-Callback = Callable[[Any, dict[str, Any]], bool | None]
+__all__ = ["REINFORCE", "REINFORCEConfig", "TorchAgent", "mlp"]
 
 
 class REINFORCEConfig(BaseModel):
@@ -123,26 +120,25 @@ def make_generator(seed: int | None) -> torch.Generator:
     return generator
 
 
-class DiscreteAgent:
-    """What REINFORCE and PPO share: one-hot observations, acting, greedy evaluation, persistence.
+class TorchAgent(DiscreteAgent):
+    """What REINFORCE and PPO share: an actor and a critic MLP over one-hot observations, sampling
+    from a seeded torch generator, and persistence in one ``torch.save`` file.
 
-    A subclass sets ``algorithm`` and ``config_cls``, builds :attr:`policy` (logits over actions)
-    and lists in :meth:`_modules` what :meth:`save` stores.
+    A subclass sets ``algorithm`` and ``config_cls`` (with ``seed`` and ``hidden_size``) and lists in
+    :meth:`_modules` and :meth:`_counters` what :meth:`save` stores.
     """
 
-    algorithm = ""
-    config_cls: type[BaseModel] = BaseModel
-
     def __init__(self, env: gym.Env, config: BaseModel | None = None, **overrides: Any) -> None:
-        self.config: Any = self.config_cls.model_validate({**(config.model_dump() if config else {}), **overrides})
-        self.env = as_discrete(env)
-        self.n_states = int(self.env.observation_space.n)
-        self.n_actions = int(self.env.action_space.n)
-        self.generator = make_generator(self.config.seed)
-        self.policy: nn.Module
-        self._eval_env: gym.Env | None = None
-        self._draws: list[float] = []
-        self._draw = 0
+        super().__init__(env, config, **overrides)
+        cfg = self.config
+        self.generator = make_generator(cfg.seed)
+        self.policy, self.value = seeded_init(
+            cfg.seed,
+            lambda: (
+                mlp(self.n_states, cfg.hidden_size, self.n_actions, out_std=0.01),
+                mlp(self.n_states, cfg.hidden_size, 1, out_std=1.0),
+            ),
+        )
 
     def obs_tensor(self, observations: Any) -> torch.Tensor:
         """One-hot float rows for one or many discrete observations (shifted by the space's ``start``)."""
@@ -158,12 +154,11 @@ class DiscreteAgent:
         """
         return self.policy(self.obs_tensor(np.arange(self.n_states) + int(self.env.observation_space.start)))
 
-    def _uniform(self) -> float:
-        """Next U[0, 1) draw from the seeded torch generator (drawn in blocks: one call per step is slow)."""
-        if self._draw >= len(self._draws):
-            self._draws, self._draw = torch.rand(4096, generator=self.generator, dtype=torch.float64).tolist(), 0
-        self._draw += 1
-        return self._draws[self._draw - 1]
+    def greedy_actions(self) -> list[int]:
+        return self.action_table().argmax(-1).tolist()
+
+    def _draw_block(self) -> list[float]:
+        return torch.rand(4096, generator=self.generator, dtype=torch.float64).tolist()
 
     def sample(self, cumulative_probs: list[float]) -> int:
         """An action index drawn from one row of ``action_table().softmax(-1).cumsum(-1)`` (inverse CDF)."""
@@ -178,32 +173,6 @@ class DiscreteAgent:
         else:
             action = int(torch.multinomial(logits.softmax(-1), 1, generator=self.generator))
         return action + int(self.env.action_space.start), None
-
-    def greedy_rollout(self, max_steps: int | None = None) -> tuple[list[int], float]:
-        """States visited and return of one episode that follows the most likely action, on a copy
-        of the env reset with the config seed (capped at ``eval_max_steps``), as the tabular agents'."""
-        states, total, _success = self._greedy_episode(max_steps)
-        return states, total
-
-    def _greedy_episode(self, max_steps: int | None = None) -> tuple[list[int], float, bool]:
-        """:meth:`greedy_rollout` plus the last step's ``info["success"]``."""
-        if self._eval_env is None:
-            self._eval_env = copy.deepcopy(self.env)
-        env, start = self._eval_env, int(self.env.action_space.start)
-        table = (self.action_table().argmax(-1) + start).tolist()
-        s, info = env.reset(seed=self.config.seed)
-        states, total, offset = [int(s)], 0.0, int(self.env.observation_space.start)
-        for _ in range(max_steps or self.config.eval_max_steps):
-            s, r, terminated, truncated, info = env.step(table[int(s) - offset])
-            states.append(int(s))
-            total += float(r)
-            if terminated or truncated:
-                break
-        return states, total, bool(info.get("success", False))
-
-    def greedy_return(self, max_steps: int | None = None) -> float:
-        """Return of one greedy episode (see :meth:`greedy_rollout`)."""
-        return self.greedy_rollout(max_steps)[1]
 
     # ------------------------------------------------------------------ persistence
 
@@ -260,7 +229,7 @@ class DiscreteAgent:
 # ---------------------------------------------------------------------- REINFORCE
 
 
-class REINFORCE(DiscreteAgent):
+class REINFORCE(TorchAgent):
     """REINFORCE with a baseline. ``REINFORCE(env, config=None, **overrides)``: overrides are
     :class:`REINFORCEConfig` fields (``REINFORCE(env, learning_rate=3e-3, seed=0)``)."""
 
@@ -270,17 +239,9 @@ class REINFORCE(DiscreteAgent):
     def __init__(self, env: gym.Env, config: REINFORCEConfig | None = None, **overrides: Any) -> None:
         super().__init__(env, config, **overrides)
         cfg: REINFORCEConfig = self.config
-        self.policy, self.value = seeded_init(
-            cfg.seed,
-            lambda: (
-                mlp(self.n_states, cfg.hidden_size, self.n_actions, out_std=0.01),
-                mlp(self.n_states, cfg.hidden_size, 1, out_std=1.0),
-            ),
-        )
         params = list(self.policy.parameters()) + (list(self.value.parameters()) if cfg.baseline == "learned" else [])
         self.optimizer = torch.optim.Adam(params, lr=cfg.learning_rate)
         self.running_baseline = 0.0  # the 'mean' baseline
-        self.episodes_done = 0
         self.updates_done = 0
         self.timesteps_done = 0
 
@@ -392,7 +353,7 @@ class REINFORCE(DiscreteAgent):
                 metrics |= {"update": self.updates_done + 1, **self._update(batch)}
                 batch = []
             if cfg.eval_every and self.episodes_done % cfg.eval_every == 0:
-                _, metrics["greedy_return"], metrics["greedy_success"] = self._greedy_episode()
+                _, metrics["greedy_return"], metrics["greedy_success"] = self.greedy_rollout()
                 bar.set_postfix(greedy=f"{metrics['greedy_return']:g}", refresh=False)
             if callback is not None and callback(self, metrics) is False:
                 break

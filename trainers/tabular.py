@@ -17,22 +17,19 @@ observation and action spaces works (Gymnasium's ``CliffWalking-v1`` or ``Frozen
 
 from __future__ import annotations
 
-import copy
 import json
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from tqdm.auto import tqdm
 
-from agentgym.wrappers import DiscreteToolActions, as_discrete
+from agentgym.trainers.base import Callback, DiscreteAgent
+from agentgym.wrappers import DiscreteToolActions
 
 __all__ = ["QLearning", "SARSA", "TabularConfig"]
-
-Callback = Callable[["TabularAgent", dict[str, Any]], bool | None]
 
 
 class TabularConfig(BaseModel):
@@ -51,32 +48,24 @@ class TabularConfig(BaseModel):
     seed: int | None = Field(None, description="Seeds the env's first reset and the agent's exploration.")
 
 
-class TabularAgent:
+class TabularAgent(DiscreteAgent):
     """Shared machinery of :class:`QLearning` and :class:`SARSA`; subclasses set ``algorithm``."""
 
-    algorithm: ClassVar[str] = ""
+    config_cls = TabularConfig
 
     def __init__(self, env: gym.Env, config: TabularConfig | None = None, **overrides: Any) -> None:
-        self.config = TabularConfig.model_validate({**(config.model_dump() if config else {}), **overrides})
-        self.env = as_discrete(env)
-        self.n_states = int(self.env.observation_space.n)
-        self.n_actions = int(self.env.action_space.n)
+        super().__init__(env, config, **overrides)
         self.q = np.full((self.n_states, self.n_actions), self.config.initial_q, dtype=np.float64)
         self.rng = np.random.default_rng(self.config.seed)
-        self._draws: list[float] = []
-        self._draw = 0
         self.epsilon = self.config.epsilon
-        self.episodes_done = 0
-        self._eval_env: gym.Env | None = None
 
     # ------------------------------------------------------------------ acting
 
-    def _uniform(self) -> float:
-        """Next U[0, 1) draw, from blocks drawn by numpy (a scalar draw per call is the slow part)."""
-        if self._draw >= len(self._draws):
-            self._draws, self._draw = self.rng.random(4096).tolist(), 0
-        self._draw += 1
-        return self._draws[self._draw - 1]
+    def _draw_block(self) -> list[float]:
+        return self.rng.random(4096).tolist()
+
+    def greedy_actions(self) -> list[int]:
+        return self.q.argmax(axis=1).tolist()
 
     def _greedy(self, s: int) -> int:
         """``argmax_a Q(s, a)`` with ties broken uniformly at random."""
@@ -143,27 +132,6 @@ class TabularAgent:
                 break
         bar.close()
         return self
-
-    def greedy_rollout(self, max_steps: int | None = None) -> tuple[list[int], float]:
-        """States visited and return of one episode that follows ``argmax Q``, on a copy of the env
-        (reset with the config seed; capped at ``eval_max_steps``, so a policy that walks in circles
-        still ends)."""
-        if self._eval_env is None:
-            self._eval_env = copy.deepcopy(self.env)
-        env = self._eval_env
-        s, _ = env.reset(seed=self.config.seed)
-        states, total = [int(s)], 0.0
-        for _ in range(max_steps or self.config.eval_max_steps):
-            s, r, terminated, truncated, _ = env.step(int(np.argmax(self.q[s])))
-            states.append(int(s))
-            total += r
-            if terminated or truncated:
-                break
-        return states, total
-
-    def greedy_return(self, max_steps: int | None = None) -> float:
-        """Return of one greedy episode (see :meth:`greedy_rollout`)."""
-        return self.greedy_rollout(max_steps)[1]
 
     # ------------------------------------------------------------------ persistence
 
