@@ -6,7 +6,7 @@ tasks of the frozen ``test`` split (10 other cities). Peers in the same run: the
 and seed, the training episodes and env steps until test success first reaches 95 %, and the final
 test success and mean reward; writes the learning curves to ``--plot``.
 
-    python benchmarks/learning_weatherrun.py [--seeds 3] [--episodes 1000] [--plot weather_run_learning.png]
+    python benchmarks/learning_weatherrun.py [--seeds 3] [--episodes 1000] [--plot benchmarks/results/weather_run_learning.png]
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--episodes", type=int, default=1000)
     parser.add_argument("--every", type=int, default=50)
-    parser.add_argument("--plot", default="weather_run_learning.png")
+    parser.add_argument("--plot", default="benchmarks/results/weather_run_learning.png")
     args = parser.parse_args()
     torch.set_num_threads(1)
     test = DiscreteToolActions(gym.make(ENV_ID, split="test"))
