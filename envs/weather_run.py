@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +102,7 @@ class WeatherRunEnv(ToolEnv):
             weights["tool_cost"] = tool_cost
         self.rewards = RewardWeights.model_validate(weights)
         self.invalid_action_reward = self.rewards.invalid_action
+        self._cost = {"tool_cost": -self.rewards.tool_cost} if self.rewards.tool_cost else {}
         path = Path(snapshot) if snapshot else SNAPSHOT_V0
         self.data_checksum = sha256_file(path)
         if backend == "snapshot":
@@ -128,19 +130,16 @@ class WeatherRunEnv(ToolEnv):
         Args:
             city: City name, e.g. "Shanghai".
         """
-        self.lookups += 1
-        cost = {"tool_cost": -self.rewards.tool_cost} if self.rewards.tool_cost else {}
-        try:
-            w = self.backend.weather(city, self.date)
-        except ToolError as exc:
-            return ToolResult(f"Error: {exc}", cost, error=True)
+        w = self._lookup(self.backend.weather, city)
+        if isinstance(w, ToolResult):
+            return w
         if city_key(city) == city_key(self.city):
             self.temperature = float(w["temperature_c"])
         text = (
             f"Weather in {w['city']} on {self.date}: {w['temperature_c']:g}°C, {w['conditions']}, "
             f"humidity {w['humidity_pct']}%, wind {w['wind_kph']:g} km/h."
         )
-        return ToolResult(text, cost)
+        return ToolResult(text, self._cost)
 
     @tool
     def get_air_quality(self, city: str) -> ToolResult:
@@ -149,16 +148,13 @@ class WeatherRunEnv(ToolEnv):
         Args:
             city: City name, e.g. "Shanghai".
         """
-        self.lookups += 1
-        cost = {"tool_cost": -self.rewards.tool_cost} if self.rewards.tool_cost else {}
-        try:
-            a = self.backend.air_quality(city, self.date)
-        except ToolError as exc:
-            return ToolResult(f"Error: {exc}", cost, error=True)
+        a = self._lookup(self.backend.air_quality, city)
+        if isinstance(a, ToolResult):
+            return a
         if city_key(city) == city_key(self.city):
             self.aqi = int(a["aqi"])
         return ToolResult(
-            f"Air quality in {a['city']} on {self.date}: AQI {a['aqi']}, PM2.5 {a['pm2_5']:g} µg/m³.", cost
+            f"Air quality in {a['city']} on {self.date}: AQI {a['aqi']}, PM2.5 {a['pm2_5']:g} µg/m³.", self._cost
         )
 
     @tool
@@ -182,6 +178,14 @@ class WeatherRunEnv(ToolEnv):
         if self.temperature is None:
             verdict += " (get_weather was not called first)"
         return ToolResult(f"Answer recorded: {'suitable' if suitable else 'not suitable'} — {verdict}.", rewards, True)
+
+    def _lookup(self, fetch: Callable[[str, str], dict[str, Any]], city: str) -> dict[str, Any] | ToolResult:
+        """Count the call and fetch for the task's date; a failure is the tool's error result."""
+        self.lookups += 1
+        try:
+            return fetch(city, self.date)
+        except ToolError as exc:
+            return ToolResult(f"Error: {exc}", self._cost, error=True)
 
     # ----------------------------------------------------------------- ToolEnv hooks
 

@@ -97,19 +97,7 @@ class PPO(TorchAgent):
         cfg: PPOConfig = self.config
         self.optimizer = torch.optim.Adam([*self.policy.parameters(), *self.value.parameters()], lr=cfg.learning_rate)
         self.rng = np.random.default_rng(cfg.seed)  # minibatch shuffling
-        self.updates_done = 0
-        self.timesteps_done = 0
         self.last_update: dict[str, float] = {}  # stats of the latest update, attached to each episode's metrics
-
-    def _modules(self) -> dict[str, Any]:
-        return {"policy": self.policy, "value": self.value, "optimizer": self.optimizer}
-
-    def _counters(self) -> dict[str, Any]:
-        return {
-            "episodes_done": self.episodes_done,
-            "updates_done": self.updates_done,
-            "timesteps_done": self.timesteps_done,
-        }
 
     def _update(self, rollout: dict[str, list], lr: float) -> dict[str, float]:
         """GAE on one rollout, then ``n_epochs`` of clipped-surrogate minibatch steps."""

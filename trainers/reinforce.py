@@ -124,8 +124,8 @@ class TorchAgent(DiscreteAgent):
     """What REINFORCE and PPO share: an actor and a critic MLP over one-hot observations, sampling
     from a seeded torch generator, and persistence in one ``torch.save`` file.
 
-    A subclass sets ``algorithm`` and ``config_cls`` (with ``seed`` and ``hidden_size``) and lists in
-    :meth:`_modules` and :meth:`_counters` what :meth:`save` stores.
+    A subclass sets ``algorithm`` and ``config_cls`` (with ``seed`` and ``hidden_size``), builds
+    ``self.optimizer``, and extends :meth:`_counters` with what else :meth:`save` must store.
     """
 
     def __init__(self, env: gym.Env, config: BaseModel | None = None, **overrides: Any) -> None:
@@ -139,6 +139,9 @@ class TorchAgent(DiscreteAgent):
                 mlp(self.n_states, cfg.hidden_size, 1, out_std=1.0),
             ),
         )
+        self.optimizer: torch.optim.Optimizer
+        self.updates_done = 0
+        self.timesteps_done = 0
 
     def obs_tensor(self, observations: Any) -> torch.Tensor:
         """One-hot float rows for one or many discrete observations (shifted by the space's ``start``)."""
@@ -178,11 +181,15 @@ class TorchAgent(DiscreteAgent):
 
     def _modules(self) -> dict[str, Any]:
         """Objects with ``state_dict``/``load_state_dict`` that :meth:`save` stores."""
-        raise NotImplementedError
+        return {"policy": self.policy, "value": self.value, "optimizer": self.optimizer}
 
     def _counters(self) -> dict[str, Any]:
         """Plain numbers :meth:`save` stores and :meth:`load` sets back as attributes."""
-        raise NotImplementedError
+        return {
+            "episodes_done": self.episodes_done,
+            "updates_done": self.updates_done,
+            "timesteps_done": self.timesteps_done,
+        }
 
     def save(self, path: str | Path) -> Path:
         """Write the network and optimiser state dicts, the config (JSON), the env id, the training
@@ -242,19 +249,9 @@ class REINFORCE(TorchAgent):
         params = list(self.policy.parameters()) + (list(self.value.parameters()) if cfg.baseline == "learned" else [])
         self.optimizer = torch.optim.Adam(params, lr=cfg.learning_rate)
         self.running_baseline = 0.0  # the 'mean' baseline
-        self.updates_done = 0
-        self.timesteps_done = 0
-
-    def _modules(self) -> dict[str, Any]:
-        return {"policy": self.policy, "value": self.value, "optimizer": self.optimizer}
 
     def _counters(self) -> dict[str, Any]:
-        return {
-            "episodes_done": self.episodes_done,
-            "updates_done": self.updates_done,
-            "timesteps_done": self.timesteps_done,
-            "running_baseline": self.running_baseline,
-        }
+        return {**super()._counters(), "running_baseline": self.running_baseline}
 
     def _run_episode(self, reset_seed: int | None) -> dict[str, Any]:
         """Sample one episode with the current policy (no gradients kept: the update recomputes them)."""
