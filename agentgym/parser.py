@@ -256,11 +256,45 @@ def _literal(node: ast.expr) -> Any:
         raise _Unparsable(f"could not read the argument {ast.unparse(node)!r} as a value") from None
 
 
+def _escape_newlines_in_strings(text: str) -> str:
+    """Escape raw line breaks inside single-line quoted strings, as models write multi-line code in
+    ``run_python(code="def f():\n    ...")`` with real newlines. Triple-quoted strings are left alone."""
+    out, quote, i = [], None, 0
+    while i < len(text):
+        c = text[i]
+        if quote is None:
+            if text.startswith(('"""', "'''"), i):  # a triple-quoted string: copy it through
+                end = text.find(text[i : i + 3], i + 3)
+                end = len(text) if end < 0 else end + 3
+                out.append(text[i:end])
+                i = end
+                continue
+            if c in "\"'":
+                quote = c
+        elif c == "\\" and i + 1 < len(text):
+            out.append(text[i : i + 2])
+            i += 2
+            continue
+        elif c == quote:
+            quote = None
+        elif c == "\n":
+            c = "\\n"
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
 def _python_call(text: str) -> _Raw:
     """Read ``name(arg, key=value)`` as a call; raises :class:`_Unparsable`."""
+    text = text.strip()
     try:
-        tree = ast.parse(text.strip(), mode="eval")
-    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        tree = ast.parse(text, mode="eval")
+    except SyntaxError:
+        try:
+            tree = ast.parse(_escape_newlines_in_strings(text), mode="eval")
+        except (SyntaxError, ValueError, MemoryError, RecursionError):
+            raise _Unparsable(f"could not read {_clip(text)!r} as a call like name(arg=value)") from None
+    except (ValueError, MemoryError, RecursionError):
         raise _Unparsable(f"could not read {_clip(text)!r} as a call like name(arg=value)") from None
     node = tree.body
     if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name | ast.Attribute):

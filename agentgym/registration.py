@@ -21,6 +21,10 @@ ENV_IDS: dict[str, dict] = {
         "entry_point": "agentgym.envs.sql_lookup:SQLLookupEnv",
         "max_episode_steps": 12,
     },
+    "agentgym/CodeSandbox-v0": {
+        "entry_point": "agentgym.envs.code_sandbox:CodeSandboxEnv",
+        "max_episode_steps": 10,
+    },
 }
 
 

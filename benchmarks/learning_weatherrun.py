@@ -6,7 +6,7 @@ tasks of the frozen ``test`` split (10 other cities). Peers in the same run: the
 and seed, the training episodes and env steps until test success first reaches 95 %, and the final
 test success and mean reward; writes the learning curves to ``--plot``.
 
-    python benchmarks/learning_weatherrun.py [--seeds 3] [--episodes 1000] [--plot benchmarks/results/weather_run_learning.png]
+    python benchmarks/learning_weatherrun.py [--seeds 3] [--episodes 1000] [--plot PATH]
 """
 
 from __future__ import annotations

@@ -775,3 +775,21 @@ def test_fuzz_arguments_round_trip_or_error(arguments: Any, name: str) -> None:
         assert result.canonical is False
     elif not isinstance(arguments, str):  # a string is read as JSON text: either outcome is fine
         assert result.error is not None and "must be a JSON object" in result.error
+
+
+@pytest.mark.parametrize(
+    "text, code",
+    [
+        ('run_python(code="def f(x):\n    return x")', "def f(x):\n    return x"),
+        ("run_python('for i in range(2):\n    print(i)')", "for i in range(2):\n    print(i)"),
+        ('run_python(code="""a = 1\nprint(\'x\\n\')""")', "a = 1\nprint('x\n')"),  # Python's own escapes
+        ('run_python(code="s = \\"q\\"\nprint(s)")', 's = "q"\nprint(s)'),
+    ],
+)
+def test_raw_newlines_inside_python_call_strings_are_read(text, code):
+    @tool
+    def run_python(code: str) -> str:
+        """Run a program."""
+
+    result = parse_tool_calls(text, [run_python])
+    assert result.error is None and result.calls[0].arguments == {"code": code}

@@ -1,0 +1,834 @@
+"""Run untrusted Python in a sandbox: the security boundary of agentgym's code tasks.
+
+::
+
+    from agentgym.sandbox import Sandbox
+
+    box = Sandbox()                                    # the best isolation layer this machine has
+    result = box.run("print(sum(range(10)))")
+    result.stdout, result.exit_code, result.layer      # '45\\n', 0, 'bwrap'
+
+    report = box.run_tests("def add(a, b):\\n    return a + b", [("add(1, 2)", 3), ("add(-1, 1)", 0)])
+    report.passed, report.total                        # 2, 2
+
+## Layers (``layer=``, tried in this order by ``"auto"``)
+
+- ``"bwrap"`` (`bubblewrap <https://github.com/containers/bubblewrap>`_, ``apt-get install bubblewrap``): new
+  user, PID, network, IPC, UTS and cgroup namespaces (``--unshare-all``), ``--die-with-parent``,
+  ``--new-session``, no nested user namespaces (bwrap ≥ 0.8); a read-only root holding read-only binds of only what the
+  interpreter needs (its binary and standard library, ``/usr/lib``); a fresh ``/proc``; a minimal ``/dev``; a
+  tmpfs work dir of ``disk_mb`` at ``/work`` (``/tmp`` points there). No ``/root``, no ``/home``, no ``/etc``.
+  bwrap itself is started with the sandbox's clean environment, so ``/proc/1/environ`` shows nothing else.
+- ``"unshare"`` (util-linux; root only): the same namespaces without a user namespace, and the same root file
+  system, built by :mod:`agentgym.sandbox_inside` as root inside the new namespaces before it drops
+  privileges and chroots; its init also enforces the wall-clock limit itself.
+- ``"unsafe"``: rlimits and an unprivileged uid only, in a temporary directory: **not a security boundary** (the
+  code sees the file system and the network). Used only with ``allow_unsafe=True``, with a loud warning.
+
+Without bwrap and root, ``"auto"`` raises :class:`SandboxUnavailable` rather than run untrusted code unprotected.
+
+## Always
+
+- **An unprivileged uid.** Run as root, the sandbox drops to a fresh uid per run (``UID_BASE`` + random, an
+  id no account uses), so ``RLIMIT_NPROC`` bites and nothing else on the machine can be signalled. In the
+  isolating layers the PID namespace ends every process the code started (even ``setsid()`` ones) when the
+  program ends; without one (``unsafe``) they are found by uid and killed after the run. (As another user,
+  the sandbox runs as that user and relies on the PID namespace alone.)
+- **rlimits** (:class:`SandboxLimits`): address space, CPU time, file size, open files, processes (threads
+  count), no core dumps. Set inside the sandbox, after the uid change, so each run has a process budget of its
+  own (its own user namespace with bwrap, its own uid otherwise).
+- **A wall-clock limit** that kills the whole sandbox: the process group of bwrap/unshare, which takes the
+  PID namespace (and everything in it) down with it.
+- **stdin is /dev/null**; stdout and stderr are read as they come and the run is killed as soon as either
+  passes ``output_bytes``.
+- **A clean environment** (:data:`SANDBOX_ENV`), hash seed 0 (the same code prints the same output), no site
+  packages (``python -S``: the standard library only), no network.
+
+## Test results
+
+:meth:`Sandbox.run_tests` evaluates each test's call expression inside the sandbox and reports only the
+``repr`` of its value through a separate pipe; the harness parses it with :func:`ast.literal_eval` and compares
+it with the expected value, which never enters the sandbox. Code that patches ``sys.exit``, ``unittest``,
+``assert`` or builtins, prints "OK", exits early or writes fake records to the pipe cannot pass a test without
+producing the expected values; a test without a record is failed, so the count of executed tests is checked too.
+
+## Not covered
+
+The rlimits are per process: ``processes × memory_mb`` bounds the memory of a fork-and-allocate program, not
+``memory_mb`` (a cgroup would bound the sum). No seccomp filter: the kernel's full system-call surface is
+reachable from inside the namespaces. ``call_timeout`` is best effort (an alarm inside the process, which the
+code can block); the wall-clock ``timeout`` is the guarantee. On the ``unsafe`` layer the code can read any
+file the uid can, including a task file's expected values, so its scores mean nothing against adversarial code.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import marshal
+import math
+import os
+import secrets
+import selectors
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "LAYERS",
+    "SANDBOX_ENV",
+    "Sandbox",
+    "SandboxLimits",
+    "SandboxResult",
+    "SandboxUnavailable",
+    "TestOutcome",
+    "TestReport",
+    "layer_status",
+    "parse_value",
+    "values_equal",
+]
+
+LAYERS = ("bwrap", "unshare", "unsafe")
+"""The isolation layers, strongest first."""
+WORK = "/work"
+"""The sandbox's working directory (a size-capped tmpfs; ``/tmp`` and ``$HOME`` point there)."""
+SANDBOX_ENV = {
+    "PATH": "/usr/bin:/bin",
+    "HOME": WORK,
+    "TMPDIR": WORK,
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+    "PYTHONHASHSEED": "0",
+    "PYTHONIOENCODING": "utf-8",
+}
+"""The whole environment of sandboxed code (and of bwrap/unshare themselves)."""
+UID_BASE = 2_000_000_000
+UID_SPAN = 1_000_000
+"""Run as root, each run gets uid ``UID_BASE + randbelow(UID_SPAN)``: beyond the ranges systems hand out."""
+RESULT_BYTES = 4 << 20
+"""Most bytes the result pipe may carry; more kills the run."""
+FLOAT_TOLERANCE = 1e-9
+
+_SOURCE = (Path(__file__).parent / "sandbox_inside.py").read_text(encoding="utf-8")
+_INTERPRETER = "-S", "-B", "-c", _SOURCE
+_GRACE = 0.2  # seconds to wait for output after the main process exits, while a leftover holds the pipes
+_SIGNALS = {int(s): s.name for s in signal.Signals}
+
+
+class SandboxUnavailable(RuntimeError):
+    """No isolation layer can run here (and ``allow_unsafe`` was not given); the message says how to get one."""
+
+
+class SandboxLimits(BaseModel):
+    """Resource limits of one sandboxed run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    timeout: float = Field(5.0, gt=0, le=3600, description="Wall-clock seconds before the whole sandbox is killed.")
+    cpu_seconds: int = Field(5, ge=1, description="CPU seconds per process (RLIMIT_CPU; SIGXCPU, then SIGKILL).")
+    memory_mb: int = Field(512, ge=64, description="Address space per process in MiB (RLIMIT_AS).")
+    disk_mb: int = Field(32, ge=1, description="Size of the tmpfs work dir in MiB (bwrap and unshare layers).")
+    file_size_mb: int = Field(16, ge=1, description="Largest file a process may write, in MiB (RLIMIT_FSIZE).")
+    open_files: int = Field(64, ge=16, description="Open file descriptors per process (RLIMIT_NOFILE).")
+    processes: int = Field(32, ge=4, description="Processes and threads of the sandbox's user (RLIMIT_NPROC).")
+    output_bytes: int = Field(65_536, ge=1024, description="Bytes of stdout, and of stderr; more kills the run.")
+    call_timeout: float = Field(1.0, gt=0, description="Seconds per test call in run_tests (best effort).")
+
+    def rlimits(self) -> dict[str, int]:
+        return {
+            "RLIMIT_AS": self.memory_mb << 20,
+            "RLIMIT_CPU": self.cpu_seconds,
+            "RLIMIT_FSIZE": self.file_size_mb << 20,
+            "RLIMIT_NOFILE": self.open_files,
+            "RLIMIT_NPROC": self.processes,
+            "RLIMIT_CORE": 0,
+        }
+
+
+@dataclass
+class SandboxResult:
+    """What one sandboxed run did."""
+
+    stdout: str
+    stderr: str
+    exit_code: int | None
+    """The exit status (128 + N when signal N ended the program, as a shell reports it); None if the harness
+    killed the run (see ``killed``)."""
+    signal: int | None
+    """The signal that ended the program, if one did (an exit status above 128 from an isolated layer is read as
+    one)."""
+    timed_out: bool
+    killed: str | None
+    """Why the harness killed the run: ``"timeout"``, ``"output limit"`` or None."""
+    duration: float
+    """Wall-clock seconds, start to finish."""
+    layer: str
+    """The isolation layer that ran the code: ``"bwrap"``, ``"unshare"`` or ``"unsafe"``."""
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    stray_processes: int = 0
+    """Processes the harness found alive by uid and killed after the run: what the program left behind on the
+    ``unsafe`` layer (orphans, ``setsid`` escapees); on the isolating layers, only after a kill, whatever the
+    kernel had not finished ending."""
+    error: dict[str, Any] | None = None
+    """The program's uncaught exception as reported from inside: ``{"error": "IndexError", "message": ...,
+    "line": 4}`` (line in the submitted code, or None). Informational: the code could forge it."""
+    records: list[dict[str, Any]] = field(default_factory=list, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        """The program exited with status 0 on its own."""
+        return self.exit_code == 0 and self.killed is None
+
+    def status(self) -> str:
+        """How the run ended, in words: ``exit status 1``, ``killed by signal 11 (SIGSEGV)``, ``stopped: …``."""
+        if self.killed == "timeout":
+            return "stopped: ran past the wall-clock time limit"
+        if self.killed == "output limit":
+            return "stopped: printed more than the output limit"
+        if self.signal is not None:
+            name = _SIGNALS.get(self.signal, "?")
+            hint = {"SIGXCPU": " (CPU time limit)", "SIGKILL": " (killed)", "SIGSEGV": " (segmentation fault)"}
+            return f"killed by signal {self.signal} ({name}){hint.get(name, '')}"
+        return f"exit status {self.exit_code}"
+
+    def error_summary(self) -> str | None:
+        """``IndexError line 4``, ``timeout``, ``SIGSEGV`` …: the program's failure in a few words, or None."""
+        if self.killed == "timeout":
+            return "timeout"
+        if self.killed == "output limit":
+            return "output limit"
+        if self.error:
+            line = self.error["line"]
+            return f"{self.error['error']}{f' line {line}' if line else ''}"
+        if self.signal is not None:
+            return _SIGNALS.get(self.signal, f"signal {self.signal}")
+        if self.exit_code:
+            return f"exit status {self.exit_code}"
+        return None
+
+
+@dataclass
+class TestOutcome:
+    """One test of :meth:`Sandbox.run_tests`."""
+
+    call: str
+    expected: Any
+    passed: bool
+    got: str | None = None
+    """The ``repr`` of the value the call returned (None if it raised or never ran)."""
+    error: str | None = None
+    """Why it failed when there is no value to compare: ``IndexError: list index out of range (line 4)``."""
+    error_type: str | None = None
+    line: int | None = None
+
+    def explain(self) -> str:
+        """One line for an agent, e.g. ``add(2, 2) returned 5, expected 4``."""
+        if self.passed:
+            return f"{self.call} == {_short(repr(self.expected))}"
+        if self.got is not None:
+            return f"{self.call} returned {_short(self.got)}, expected {_short(repr(self.expected))}"
+        return f"{self.call}: {self.error}"
+
+
+@dataclass
+class TestReport:
+    """The tests of one :meth:`Sandbox.run_tests` call, judged outside the sandbox."""
+
+    outcomes: list[TestOutcome]
+    result: SandboxResult
+    load_error: dict[str, Any] | None = None
+    """The exception raised while defining the code, before any test ran (then every test fails), as
+    ``{"error": "SyntaxError", "message": ..., "line": 2}``."""
+
+    def load_error_text(self) -> str | None:
+        """``SyntaxError: expected ':' (line 1)``, or None if the code loaded."""
+        return _describe(self.load_error) if self.load_error else None
+
+    @property
+    def passed(self) -> int:
+        return sum(o.passed for o in self.outcomes)
+
+    @property
+    def total(self) -> int:
+        return len(self.outcomes)
+
+    @property
+    def fraction(self) -> float:
+        return self.passed / self.total if self.outcomes else 0.0
+
+    def first_error(self) -> str | None:
+        """``SyntaxError line 2``, ``IndexError line 4``, ``timeout`` …: the first failure that is not a wrong
+        value, or None."""
+        if self.load_error:
+            line = self.load_error["line"]
+            return f"{self.load_error['error']}{f' line {line}' if line else ''}"
+        for o in self.outcomes:
+            if not o.passed and o.got is None:
+                if o.error_type is None:
+                    return self.result.error_summary() or "no result"
+                return f"{o.error_type}{f' line {o.line}' if o.line else ''}"
+        return None
+
+
+def _short(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _clean_error(record: dict[str, Any]) -> dict[str, Any]:
+    """An error record from inside the sandbox, with known types: ``{"error": str, "message": str, "line": int or
+    None}``."""
+    line = record.get("line")
+    return {
+        "error": _short(str(record.get("error", "Error")), 60),
+        "message": _short(str(record.get("message", "")), 300),
+        "line": line if type(line) is int else None,
+    }
+
+
+def _describe(error: dict[str, Any]) -> str:
+    """``IndexError: list index out of range (line 4)``."""
+    where = f" (line {error['line']})" if error["line"] else ""
+    return f"{error['error']}: {_short(error['message'], 200)}{where}"
+
+
+# ============================================================================ judging values outside the sandbox
+
+
+def parse_value(text: str, max_chars: int = 100_000) -> tuple[bool, Any]:
+    """``(True, value)`` for the ``repr`` of a plain Python literal (numbers, strings, bytes, None, booleans,
+    lists, tuples, dicts, sets), else ``(False, None)``. Safe on hostile text: no code runs."""
+    if not isinstance(text, str) or len(text) > max_chars:
+        return False, None
+    try:
+        return True, ast.literal_eval(text)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False, None
+
+
+def values_equal(got: Any, expected: Any) -> bool:
+    """Python's ``==``, except that floats match within a relative and absolute tolerance of 1e-9 (also inside
+    lists, tuples and dict values). ``1 == 1.0`` and ``True == 1`` as in Python; a list never equals a tuple."""
+    if isinstance(got, float) or isinstance(expected, float):
+        numbers = (int, float)
+        if isinstance(got, numbers) and isinstance(expected, numbers):
+            return math.isclose(got, expected, rel_tol=FLOAT_TOLERANCE, abs_tol=FLOAT_TOLERANCE)
+        return False
+    if type(got) is type(expected) and isinstance(expected, list | tuple):
+        return len(got) == len(expected) and all(values_equal(a, b) for a, b in zip(got, expected, strict=True))
+    if type(got) is type(expected) and isinstance(expected, dict):
+        return got.keys() == expected.keys() and all(values_equal(got[k], expected[k]) for k in expected)
+    try:
+        return bool(got == expected)
+    except Exception:  # noqa: BLE001 (literals compare without raising; be safe anyway)
+        return False
+
+
+# ============================================================================ the interpreter and the layers
+
+
+@dataclass(frozen=True)
+class _Python:
+    executable: str
+    binds: tuple[tuple[str, str, str], ...]  # (kind, source, target): kind "dir", "file" or "symlink"
+    version: str
+
+
+def _usable_by_others(path: str) -> bool:
+    """Whether an unprivileged uid can reach ``path`` (every parent searchable, the path itself readable)."""
+    p = Path(path)
+    try:
+        for parent in p.parents:
+            if not os.stat(parent).st_mode & stat.S_IXOTH:
+                return False
+        return bool(os.stat(p).st_mode & stat.S_IROTH)
+    except OSError:
+        return False
+
+
+@functools.lru_cache(maxsize=8)
+def _inspect_python(requested: str | None) -> _Python:
+    """The interpreter for sandboxed code and the paths it needs. Default: this process's base interpreter if
+    an unprivileged uid can use it, else ``/usr/bin/python3`` or ``/usr/local/bin/python3``."""
+    if requested is not None:
+        candidates = [shutil.which(requested) or requested]
+    else:
+        base = getattr(sys, "_base_executable", None) or sys.executable
+        candidates = [base, sys.executable, "/usr/bin/python3", "/usr/local/bin/python3"]
+    problems = []
+    dropping = os.geteuid() == 0
+    for candidate in dict.fromkeys(c for c in candidates if c):
+        executable = os.path.realpath(candidate)
+        if not os.access(executable, os.X_OK):
+            problems.append(f"{candidate}: not an executable file")
+            continue
+        try:
+            out = subprocess.run(
+                [
+                    executable,
+                    "-S",
+                    "-c",
+                    "import sys, sysconfig; print(sysconfig.get_paths()['stdlib']); "
+                    "print('%d.%d' % sys.version_info[:2])",
+                ],  # fmt: skip
+                capture_output=True,
+                text=True,
+                timeout=30,
+                env=SANDBOX_ENV,
+                stdin=subprocess.DEVNULL,
+            )
+            stdlib, version = out.stdout.split()
+        except (OSError, ValueError, subprocess.SubprocessError) as exc:
+            problems.append(f"{candidate}: could not be run ({exc})")
+            continue
+        if tuple(map(int, version.split("."))) < (3, 10):
+            problems.append(f"{candidate}: Python {version}; the sandbox needs 3.10 or later")
+            continue
+        if dropping and not (_usable_by_others(executable) and _usable_by_others(stdlib)):
+            problems.append(f"{candidate}: an unprivileged uid cannot read it (a parent directory is private)")
+            continue
+        return _Python(executable, _binds(executable, os.path.realpath(stdlib)), version)
+    raise SandboxUnavailable(
+        "no Python interpreter the sandbox can use: " + "; ".join(problems) + ". Pass python='/path/to/python3' "
+        "(readable by all users when agentgym runs as root, since sandboxed code runs as an unprivileged uid)."
+    )
+
+
+def _binds(executable: str, stdlib: str) -> tuple[tuple[str, str, str], ...]:
+    """Read-only binds for an interpreter: ``/usr/lib`` and friends (shared libraries), its standard library's
+    parent (``…/lib``, which also holds a non-system build's ``libpython``) and the executable itself."""
+    binds: list[tuple[str, str, str]] = []
+    dirs = ["/usr/lib", "/usr/lib64", "/usr/lib32", "/lib", "/lib64", "/lib32"]
+    for d in dirs:
+        if os.path.islink(d):
+            binds.append(("symlink", os.readlink(d), d))
+        elif os.path.isdir(d):
+            binds.append(("dir", d, d))
+    covered = [d for kind, d, _ in binds if kind == "dir"]
+
+    def add(kind: str, path: str) -> None:
+        if not any(path == d or path.startswith(d + "/") for d in covered):
+            binds.append((kind, path, path))
+            covered.append(path)
+
+    add("dir", os.path.dirname(stdlib))
+    add("file", executable)
+    return tuple(binds)
+
+
+def _bwrap_supports(option: str) -> bool:
+    return _bwrap_help().find(option) >= 0
+
+
+@functools.lru_cache(maxsize=1)
+def _bwrap_help() -> str:
+    try:
+        return subprocess.run(["bwrap", "--help"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+@functools.lru_cache(maxsize=16)
+def _probe(layer: str, python: str | None) -> str | None:
+    """None if ``layer`` runs code on this machine, else why not (checked once per process)."""
+    if layer == "bwrap" and shutil.which("bwrap") is None:
+        return "bwrap is not installed (apt-get install bubblewrap)"
+    if layer == "unshare":
+        if os.geteuid() != 0:
+            return "the unshare layer needs root"
+        if shutil.which("unshare") is None:
+            return "unshare (util-linux) is not installed"
+    try:
+        box = Sandbox(layer, python=python, allow_unsafe=True, timeout=20, _checked=True)
+        result = box.run("import os\nprint('sandbox', os.getpid())")
+    except SandboxUnavailable as exc:
+        return str(exc)
+    if not result.ok or not result.stdout.startswith("sandbox "):
+        detail = (result.stderr.strip().splitlines() or [result.status()])[-1]
+        return f"{layer} failed to run Python: {detail}"
+    if layer != "unsafe" and result.stdout.split()[1] not in ("1", "2"):
+        return f"{layer} did not start a new PID namespace"
+    return None
+
+
+def layer_status(python: str | None = None) -> dict[str, str | None]:
+    """Each layer → None if it works on this machine, else the reason it does not."""
+    return {layer: _probe(layer, python) for layer in LAYERS}
+
+
+# ============================================================================ the sandbox
+
+_UNSAFE_WARNING = (
+    "agentgym.sandbox: running code with the 'unsafe' layer — rlimits and an unprivileged uid only, NOT a "
+    "security boundary: the code can read files and use the network. Use it only for code you trust; install "
+    "bubblewrap (apt-get install bubblewrap) for real isolation."
+)
+
+
+class Sandbox:
+    """Runs Python source in an isolated, resource-limited process; see the module docstring.
+
+    Args:
+        layer: ``"auto"`` (bwrap, else unshare, else refuse — or ``"unsafe"`` with ``allow_unsafe=True``), or
+            one of ``"bwrap"``, ``"unshare"``, ``"unsafe"``.
+        allow_unsafe: permit the ``"unsafe"`` layer (rlimits only), with a warning.
+        python: the interpreter that runs the code (default: see ``_inspect_python``).
+        uid: the uid to run as when agentgym runs as root (default: a fresh one per run).
+        limits: a :class:`SandboxLimits` or dict; keyword arguments (``timeout=2``, ``memory_mb=256`` …)
+            override single fields.
+
+    Thread-safe: runs share nothing but configuration, so several threads may run code at once.
+    """
+
+    def __init__(
+        self,
+        layer: str = "auto",
+        *,
+        allow_unsafe: bool = False,
+        python: str | None = None,
+        uid: int | None = None,
+        limits: SandboxLimits | dict[str, Any] | None = None,
+        _checked: bool = False,
+        **limit_overrides: Any,
+    ) -> None:
+        base = limits.model_dump() if isinstance(limits, SandboxLimits) else dict(limits or {})
+        self.limits = SandboxLimits.model_validate({**base, **limit_overrides})
+        if layer not in ("auto", *LAYERS):
+            raise ValueError(f"layer must be 'auto' or one of {', '.join(LAYERS)}, got {layer!r}")
+        if layer == "unsafe" and not allow_unsafe:
+            raise ValueError("layer='unsafe' is not a security boundary; pass allow_unsafe=True to use it anyway")
+        if uid is not None and not (0 < uid < 2**32 - 1):
+            raise ValueError(f"uid must be a positive user id, got {uid!r}")
+        self.python = _inspect_python(python)
+        self._python_arg = python
+        self.uid = uid
+        if not _checked:
+            layer = self._choose(layer, allow_unsafe)
+        self.layer = layer
+        if layer == "unsafe" and not _checked:
+            warnings.warn(_UNSAFE_WARNING, RuntimeWarning, stacklevel=2)
+
+    def _choose(self, layer: str, allow_unsafe: bool) -> str:
+        candidates = ["bwrap", "unshare"] if layer == "auto" else [layer]
+        reasons = {}
+        for name in candidates:
+            if name == "unsafe":
+                return name
+            reason = _probe(name, self._python_arg)
+            if reason is None:
+                return name
+            reasons[name] = reason
+        if layer == "auto" and allow_unsafe:
+            return "unsafe"
+        why = "; ".join(f"{k}: {v}" for k, v in reasons.items())
+        raise SandboxUnavailable(
+            f"no isolation layer to run untrusted code ({why}). Install bubblewrap (apt-get install bubblewrap), "
+            "or run as root for the unshare layer; Sandbox(allow_unsafe=True) runs it with rlimits only, which is "
+            "not a security boundary."
+        )
+
+    def __repr__(self) -> str:
+        return f"Sandbox(layer={self.layer!r}, python={self.python.executable!r}, timeout={self.limits.timeout})"
+
+    @property
+    def isolated(self) -> bool:
+        """Whether the layer is a security boundary (own namespaces and file system), i.e. not ``"unsafe"``."""
+        return self.layer != "unsafe"
+
+    # ----------------------------------------------------------------- the two entry points
+
+    def run(self, code: str, *, timeout: float | None = None) -> SandboxResult:
+        """Run ``code`` as a script (``__name__ == "__main__"``) and return its output and how it ended."""
+        return self._execute({"mode": "run", "code": code, "calls": []}, timeout)
+
+    def run_tests(self, code: str, tests: Sequence[tuple[str, Any]], *, timeout: float | None = None) -> TestReport:
+        """Define ``code``, then evaluate each test's call expression (e.g. ``"add(1, 2)"``) in its namespace,
+        inside the sandbox; compare each value with the test's expected value outside it (:func:`values_equal`).
+
+        ``tests`` are ``(call, expected)`` pairs; ``expected`` stays in this process. Each call has
+        ``limits.call_timeout`` seconds; the whole run ``timeout`` (default ``limits.timeout``). A test that
+        returns nothing — the code failed to load, exited, was killed, or ran out of time first — fails.
+        """
+        calls = [call for call, _ in tests]
+        result = self._execute({"mode": "calls", "code": code, "calls": calls}, timeout)
+        by_index: dict[int, dict[str, Any]] = {}
+        load_error = None
+        for record in result.records:
+            i = record.get("i")
+            if type(i) is int and 0 <= i < len(calls):
+                by_index.setdefault(i, record)
+            elif record.get("load_error") and load_error is None:
+                load_error = _clean_error(record)
+        outcomes = []
+        for i, (call, expected) in enumerate(tests):
+            record = by_index.get(i)
+            if record is None:
+                outcomes.append(TestOutcome(call, expected, False, error=self._missing(result, load_error)))
+            elif isinstance(record.get("value"), str):
+                ok, value = parse_value(record["value"])
+                passed = ok and values_equal(value, expected)
+                outcomes.append(TestOutcome(call, expected, passed, got=record["value"]))
+            else:
+                error = _clean_error(record)
+                outcomes.append(
+                    TestOutcome(
+                        call, expected, False, error=_describe(error), error_type=error["error"], line=error["line"]
+                    )
+                )
+        return TestReport(outcomes, result, load_error)
+
+    @staticmethod
+    def _missing(result: SandboxResult, load_error: dict[str, Any] | None) -> str:
+        if load_error is not None:
+            return f"not run: the code failed before the tests: {_describe(load_error)}"
+        return f"no result: {result.status()}"
+
+    # ----------------------------------------------------------------- one run
+
+    def _execute(self, job: dict[str, Any], timeout: float | None) -> SandboxResult:
+        limits = self.limits
+        timeout = limits.timeout if timeout is None else float(timeout)
+        if not isinstance(job["code"], str):
+            raise TypeError(f"code must be a str, got {type(job['code']).__name__}")
+        job = {
+            **job,
+            "rlimits": limits.rlimits(),
+            "call_timeout": limits.call_timeout,
+            "unsafe": self.layer == "unsafe",
+        }
+        uid = self._run_uid()
+        started = time.monotonic()
+        job_fd = os.memfd_create("agentgym-job", 0)
+        result_r, result_w = os.pipe()
+        cleanup: list[Any] = []
+        try:
+            os.write(job_fd, marshal.dumps(job, 4))
+            os.lseek(job_fd, 0, os.SEEK_SET)
+            command, options = self._command(uid, job_fd, result_w, timeout, cleanup)
+            proc = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                pass_fds=(job_fd, result_w),
+                start_new_session=True,
+                **options,
+            )
+        except BaseException:
+            os.close(result_r)
+            for undo in cleanup:
+                undo()
+            raise
+        finally:
+            os.close(job_fd)
+            os.close(result_w)
+        killed: str | None = "interrupted"  # until _collect returns
+        try:
+            out, err, res, killed, truncated = self._collect(proc, result_r, started + timeout)
+        finally:
+            if proc.returncode is None:  # _collect was interrupted (e.g. KeyboardInterrupt): end the sandbox too
+                _kill_group(proc)
+                proc.wait()
+            os.close(result_r)
+            proc.stdout.close()  # type: ignore[union-attr]
+            proc.stderr.close()  # type: ignore[union-attr]
+            # Without a PID namespace, processes the code left behind (even setsid ones) are found by the run's
+            # uid and killed. With one, the kernel kills everything in it when its init dies (when the program
+            # ends, or when bwrap/unshare is killed); the sweep after a kill only hurries that along.
+            stray = 0
+            if uid is not None and (not self.isolated or killed is not None):
+                stray = self._sweep(uid)
+            for undo in cleanup:
+                undo()
+        duration = time.monotonic() - started
+        records = []
+        for line in res.decode("utf-8", "replace").splitlines():
+            ok, record = parse_value(line, RESULT_BYTES)
+            if ok and isinstance(record, dict):
+                records.append(record)
+        error = None
+        if job["mode"] == "run":
+            error = next((_clean_error(r) for r in records if "error" in r and "i" not in r), None)
+        exit_code = sig = None
+        if killed is None:
+            exit_code = proc.returncode
+            if exit_code < 0:
+                sig, exit_code = -exit_code, 128 - exit_code
+            elif self.isolated and 128 < exit_code < 128 + 65:
+                sig = exit_code - 128
+        return SandboxResult(
+            stdout=out.decode("utf-8", "replace"),
+            stderr=err.decode("utf-8", "replace"),
+            exit_code=exit_code,
+            signal=sig,
+            timed_out=killed == "timeout",
+            killed=killed,
+            duration=duration,
+            layer=self.layer,
+            stdout_truncated=truncated[0],
+            stderr_truncated=truncated[1],
+            stray_processes=stray,
+            error=error,
+            records=records,
+        )
+
+    def _run_uid(self) -> int | None:
+        if os.geteuid() != 0:
+            return None
+        return self.uid if self.uid is not None else UID_BASE + secrets.randbelow(UID_SPAN)
+
+    def _command(
+        self, uid: int | None, job_fd: int, result_fd: int, timeout: float, cleanup: list[Any]
+    ) -> tuple[list[str], dict[str, Any]]:
+        """The command line and Popen options for this run's layer (``cleanup`` collects undo steps)."""
+        python = self.python
+        fds = [str(job_fd), str(result_fd)]
+        drop = {"user": uid, "group": uid, "extra_groups": []} if uid is not None else {}
+        if self.layer == "bwrap":
+            args = ["bwrap", "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session"]
+            if _bwrap_supports("--disable-userns"):
+                args.append("--disable-userns")
+            args += ["--cap-drop", "ALL", "--uid", "65534", "--gid", "65534", "--hostname", "sandbox"]
+            for kind, source, target in python.binds:
+                args += ["--symlink", source, target] if kind == "symlink" else ["--ro-bind", source, target]
+            args += ["--proc", "/proc", "--dev", "/dev", "--size", str(self.limits.disk_mb << 20), "--tmpfs", WORK]
+            args += ["--symlink", WORK, "/tmp", "--remount-ro", "/", "--chdir", WORK]
+            return [*args, python.executable, *_INTERPRETER, *fds], {"env": SANDBOX_ENV, **drop}
+        if self.layer == "unshare":
+            root = tempfile.mkdtemp(prefix="agentgym-sandbox-root-")
+            cleanup.append(lambda: _remove_dir(root))
+            setup = {
+                "root": root,
+                "uid": uid,
+                "gid": uid,
+                "binds": [list(b) for b in python.binds],
+                "work": WORK,
+                "disk_bytes": self.limits.disk_mb << 20,
+                "deadline": timeout + 1.0,
+            }
+            args = ["unshare", "--fork", "--kill-child", "--pid", "--mount", "--net", "--ipc", "--uts", "--"]
+            return [*args, python.executable, *_INTERPRETER, *fds, marshal.dumps(setup, 4).hex()], {"env": SANDBOX_ENV}
+        work = tempfile.mkdtemp(prefix="agentgym-sandbox-")
+        cleanup.append(lambda: shutil.rmtree(work, ignore_errors=True))
+        if uid is not None:
+            os.chown(work, uid, uid)
+        env = {**SANDBOX_ENV, "HOME": work, "TMPDIR": work}
+        return [python.executable, *_INTERPRETER, *fds], {"env": env, "cwd": work, **drop}
+
+    def _collect(
+        self, proc: subprocess.Popen, result_fd: int, deadline: float
+    ) -> tuple[bytes, bytes, bytes, str | None, tuple[bool, bool]]:
+        """Read stdout, stderr and the result pipe as they come, until the program ends; kill the sandbox at
+        the deadline or as soon as an output passes its cap."""
+        out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()  # type: ignore[union-attr]
+        caps = {out_fd: self.limits.output_bytes, err_fd: self.limits.output_bytes, result_fd: RESULT_BYTES}
+        buffers = {fd: bytearray() for fd in caps}
+        truncated = {out_fd: False, err_fd: False}
+        killed = None
+        exited_at = None
+        with selectors.DefaultSelector() as selector:
+            for fd in caps:
+                os.set_blocking(fd, False)
+                selector.register(fd, selectors.EVENT_READ)
+            while selector.get_map() and killed is None:
+                now = time.monotonic()
+                if now >= deadline:
+                    killed = "timeout"
+                    break
+                if exited_at is None and proc.poll() is not None:
+                    exited_at = now
+                if exited_at is not None and now - exited_at > _GRACE:
+                    break  # the program is gone; a process it left behind holds the pipes open
+                for key, _ in selector.select(min(deadline - now, 0.05)):
+                    try:
+                        data = os.read(key.fd, 65_536)
+                    except BlockingIOError:
+                        continue
+                    if not data:
+                        selector.unregister(key.fd)
+                        continue
+                    buffer = buffers[key.fd]
+                    room = caps[key.fd] - len(buffer)
+                    buffer += data[: max(room, 0)]
+                    if len(data) > room:
+                        truncated[key.fd] = True
+                        killed = "output limit"
+                        break
+        if killed is None:
+            try:
+                proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                killed = "timeout"
+        if killed is not None:
+            _kill_group(proc)
+        proc.wait()
+        return bytes(buffers[out_fd]), bytes(buffers[err_fd]), bytes(buffers[result_fd]), killed, (
+            truncated[out_fd], truncated[err_fd])  # fmt: skip
+
+    @staticmethod
+    def _sweep(uid: int, patience: float = 5.0) -> int:
+        """Kill every live process of ``uid`` (a uid used by this run only); return how many there were."""
+        killed: set[int] = set()
+        deadline = time.monotonic() + patience
+        while pids := processes_of(uid):
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            killed.update(pids)
+            if time.monotonic() > deadline:
+                message = f"agentgym.sandbox: processes of uid {uid} survive SIGKILL: {pids}"
+                warnings.warn(message, RuntimeWarning, stacklevel=3)
+                break
+            time.sleep(0.002)
+        return len(killed)
+
+
+def processes_of(uid: int) -> list[int]:
+    """The live (not zombie) processes whose real uid is ``uid``, from ``/proc`` (~0.5 ms for 120 processes)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/status", "rb", buffering=0) as f:
+                status = f.read(4096)
+        except OSError:
+            continue
+        at = status.find(b"\nUid:\t")
+        if at < 0 or int(status[at + 6 : status.find(b"\t", at + 6)]) != uid:
+            continue
+        state = status.find(b"\nState:\t")
+        if status[state + 8 : state + 9] not in (b"Z", b"X"):
+            found.append(int(name))
+    return found
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.kill()
+    except ProcessLookupError:
+        pass
+
+
+def _remove_dir(path: str) -> None:
+    try:
+        os.rmdir(path)
+    except OSError:
+        shutil.rmtree(path, ignore_errors=True)

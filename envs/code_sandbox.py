@@ -1,0 +1,347 @@
+"""CodeSandbox: write a Python function, run it and its tests in a sandbox, submit it to hidden unit tests."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Hashable, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentgym.core import ToolEnv
+from agentgym.envs.code_data import TASKS_V0, CodeTask, candidates, load_tasks, sha256_file
+from agentgym.sandbox import Sandbox, SandboxResult, TestReport
+from agentgym.tools import ToolCall, ToolResult, tool
+
+__all__ = ["CANDIDATES", "CodeOracle", "CodeSandboxEnv", "RewardWeights"]
+
+CANDIDATES = 3
+"""Candidate solutions per task in the discrete view: the reference and the task's two wrong solutions."""
+OUTCOMES = ("?", "pass", "fail")
+"""What the discrete view remembers of a candidate: visible tests not run yet, all passed, or not all passed."""
+STDOUT_CHARS = 2_000
+STDERR_CHARS = 1_500
+
+
+class RewardWeights(BaseModel):
+    """CodeSandbox's reward terms (all reported in ``info["reward_components"]``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    hidden_tests: float = Field(1.0, description="At submit: this times the fraction of hidden tests passed.")
+    test_improvement: float = Field(
+        0.0,
+        description="Process reward: this times each rise of the best fraction of visible tests passed by "
+        "run_tests in the episode (so at most this much per episode).",
+    )
+    invalid_action: float = Field(0.0, description="An action that cannot be parsed or validated.")
+
+
+_TASK_TEXT = """\
+Problem {id}{tags}
+
+{prompt}
+
+Write this function in Python (standard library only):
+
+    {signature}:
+
+Visible tests:
+{tests}
+
+run_python runs a program and shows its output; run_tests runs the visible tests on your code; submit ends the \
+episode and scores your code on {hidden} hidden tests (the reward is the fraction passed). Each run has a \
+{timeout:g} s time limit."""
+
+
+class CodeSandboxEnv(ToolEnv):
+    """CodeSandbox: write a Python function to a spec, test it in a sandbox, and submit it to hidden unit tests.
+
+    The agent gets a problem ("Run-length encode a string …"), the function's signature and two visible tests,
+    and can run code and the visible tests as often as it likes before it submits. The submission is scored by
+    hidden tests, as in HumanEval and MBPP. All code runs in :class:`~agentgym.sandbox.Sandbox` (bubblewrap, or
+    an ``unshare``-based layer as root): the agent's code is untrusted.
+
+    ## Tools
+    - ``run_python(code)``: runs a program; shows how it ended (``exit status 0``, ``killed by signal 11
+      (SIGSEGV)``, ``stopped: ran past the wall-clock time limit``), its stdout (first 2,000 characters) and
+      stderr (last 1,500, where a traceback ends).
+    - ``run_tests(code)``: defines the code and runs the visible tests on it: which passed, and for each failure
+      the value returned or the exception (``IndexError: list index out of range (line 4)``).
+    - ``submit(code)``: runs the hidden tests and ends the episode.
+
+    ## Rewards (``rewards=`` / :class:`RewardWeights`)
+    ``hidden_tests`` (1.0) × the fraction of hidden tests the submission passes; ``test_improvement`` (default 0,
+    a process reward) × each rise of the best visible-test pass fraction the episode's ``run_tests`` calls
+    reached; ``invalid_action`` (default 0) for an unreadable action. The maximum is 1.0 with the defaults.
+    ``info["success"]`` is True after a submission that passes every hidden test.
+
+    Test results are judged outside the sandbox: the code's values are sent out as ``repr`` text and compared
+    with the expected values there, which never enter the sandbox, so code that patches ``sys.exit``,
+    ``unittest``, ``assert`` or builtins, prints "OK" or exits early cannot fake a pass.
+
+    ## Observation and summary
+    Text; the state summary reads ``runs 3 · visible tests 2/3 · last error: IndexError line 4 · not submitted``
+    (``visible tests ?/2`` before the first ``run_tests``; after ``submit``: ``submitted 5/6``).
+    Through :class:`~agentgym.wrappers.DiscreteToolActions`: 6 actions — ``run_tests`` and ``submit`` for each
+    of 3 candidate solutions (the reference, one that fails a visible test, one that passes the visible tests
+    but fails a hidden one, in a fixed per-task order) — and 28 states: what running each candidate's visible
+    tests showed (not run / pass / fail) plus ``submitted``. A table cannot read code, so the best it can learn
+    is to run the candidates and submit one that passes; two do, so that caps success at 50 % (and the reward
+    above it, since the edge slip passes most hidden tests). Honest, and small.
+
+    ## Data
+    Default: 65 frozen problems (47 train, 18 test; strings, lists, dicts, math, parsing, algorithms; easy,
+    medium, hard), each with 2 visible and 6 hidden tests, checked against its SHA-256 (``agentgym.envs.
+    code_data``). ``split="train"``, ``"test"`` or ``"all"``. ``reset(seed=s)`` draws a task;
+    ``options={"task_index": i}`` picks task ``i``. Your own problems: ``tasks_path=`` (JSON Lines; the format
+    is in ``agentgym.envs.code_data``), with ``tasks_sha256=`` to pin the file; each reference solution is run
+    on its tests when the env is made (``validate=False`` skips that).
+
+    ## Arguments
+    ``split``, ``tasks_path``, ``tasks_sha256``, ``validate`` (above); ``sandbox`` (a configured
+    :class:`~agentgym.sandbox.Sandbox`), or ``layer`` (``"auto"``, ``"bwrap"``, ``"unshare"``), ``allow_unsafe``
+    and ``timeout`` (5 s per run) to make one; ``rewards``; ``test_improvement_reward`` (shortcut for
+    ``rewards={"test_improvement": x}``); ``history``; ``render_mode``.
+
+    ## Episode end
+    Terminates on ``submit``; truncates after 10 actions (``max_episode_steps``).
+
+    ## Version history
+    - v0: initial version.
+    """
+
+    def __init__(
+        self,
+        *,
+        split: str = "train",
+        tasks_path: str | Path | None = None,
+        tasks_sha256: str | None = None,
+        validate: bool | None = None,
+        sandbox: Sandbox | None = None,
+        layer: str = "auto",
+        allow_unsafe: bool = False,
+        timeout: float = 5.0,
+        rewards: RewardWeights | dict[str, float] | None = None,
+        test_improvement_reward: float | None = None,
+        history: int = 0,
+        render_mode: str | None = None,
+    ) -> None:
+        super().__init__(history=history, render_mode=render_mode)
+        weights = rewards.model_dump() if isinstance(rewards, RewardWeights) else dict(rewards or {})
+        if test_improvement_reward is not None:
+            weights["test_improvement"] = test_improvement_reward
+        self.rewards = RewardWeights.model_validate(weights)
+        self.invalid_action_reward = self.rewards.invalid_action
+        if split not in ("train", "test", "all"):
+            raise ValueError(f"split must be 'train', 'test' or 'all', got {split!r}")
+        self.split = split
+        path = Path(tasks_path) if tasks_path is not None else TASKS_V0
+        all_tasks = load_tasks(path, sha256=tasks_sha256)
+        self.data_checksum = sha256_file(path)
+        self.tasks: list[CodeTask] = [t for t in all_tasks if split == "all" or t.split == split]
+        if not self.tasks:
+            splits = sorted({t.split for t in all_tasks})
+            raise ValueError(f"no tasks in split {split!r}; the tasks file has splits {splits} (or use split='all')")
+        self.sandbox = sandbox if sandbox is not None else Sandbox(layer, allow_unsafe=allow_unsafe, timeout=timeout)
+        if tasks_path is not None if validate is None else validate:  # by default, only your own tasks
+            self.validate_tasks()
+        short = [t.id for t in self.tasks if len(t.wrong_solutions) < CANDIDATES - 1]
+        self._discrete_problem = (
+            f"the discrete view needs {CANDIDATES - 1} wrong solutions per task; tasks without them: "
+            f"{', '.join(short[:5])}{' …' if len(short) > 5 else ''}"
+            if short
+            else None
+        )
+        self._start(self.tasks[0])
+
+    def validate_tasks(self) -> None:
+        """Run each task's reference solution on all its tests in the sandbox; ``ValueError`` for the first that
+        fails. (``agentgym.envs.code_data.verify_tasks`` also checks that wrong solutions fail.)"""
+        for task in self.tasks:
+            report = self.sandbox.run_tests(task.solution, task.visible() + task.hidden())
+            failed = next((o for o in report.outcomes if not o.passed), None)
+            if failed is not None:
+                raise ValueError(f"task {task.id!r}: the reference solution fails {failed.explain()}")
+
+    # ----------------------------------------------------------------- tools
+
+    @tool
+    def run_python(self, code: str) -> ToolResult:
+        """Run a Python program in the sandbox and see how it ended, its stdout and its stderr.
+
+        Args:
+            code: The program's source, e.g. "print(sorted([3, 1, 2]))".
+        """
+        self.runs += 1
+        result = self.sandbox.run(code)
+        self.last_error = result.error_summary()
+        return ToolResult(_format_run(result), error=not result.ok)
+
+    @tool
+    def run_tests(self, code: str) -> ToolResult:
+        """Run the visible tests on your code: which passed, and why the others failed.
+
+        Args:
+            code: Source that defines the function (it may define helpers too).
+        """
+        self.runs += 1
+        report = self.sandbox.run_tests(code, self.task.visible())
+        self.visible_passed = report.passed
+        self.last_error = report.first_error()
+        self.outcomes[code.strip()] = "pass" if report.passed == report.total else "fail"
+        reward = {}
+        if report.fraction > self.best_visible:
+            if self.rewards.test_improvement:
+                reward["test_improvement"] = self.rewards.test_improvement * (report.fraction - self.best_visible)
+            self.best_visible = report.fraction
+        return ToolResult(_format_tests(report), reward)
+
+    @tool
+    def submit(self, code: str) -> ToolResult:
+        """Submit your solution: it is scored by the hidden tests, and the episode ends.
+
+        Args:
+            code: Source that defines the function.
+        """
+        report = self.sandbox.run_tests(code, self.task.hidden())
+        self.submitted = True
+        self.hidden_passed = report.passed
+        score = self.rewards.hidden_tests * report.fraction
+        text = f"Submitted: {report.passed}/{report.total} hidden tests passed (reward {score:.3f})."
+        if report.load_error is not None:
+            text += f" Your code failed before the tests ran: {report.load_error_text()}."
+        elif report.passed < report.total and (first := report.first_error()):
+            text += f" First error: {first}."
+        return ToolResult(text, {"hidden_tests": score}, terminated=True)
+
+    # ----------------------------------------------------------------- ToolEnv hooks
+
+    def _start(self, task: CodeTask) -> None:
+        self.task = task
+        self.runs = 0
+        self.visible_passed: int | None = None
+        self.best_visible = 0.0
+        self.last_error: str | None = None
+        self.submitted = False
+        self.hidden_passed = 0
+        self.outcomes: dict[str, str] = {}
+        self.candidates = candidates(task, CANDIDATES) if len(task.wrong_solutions) >= CANDIDATES - 1 else []
+
+    def _reset_task(self, options: dict[str, Any]) -> None:
+        index = options.get("task_index")
+        if index is None:
+            index = int(self.np_random.integers(len(self.tasks)))
+        elif not isinstance(index, int | float) or not 0 <= int(index) < len(self.tasks):
+            raise ValueError(f"task_index must be in [0, {len(self.tasks)}), got {index!r}")
+        self._start(self.tasks[int(index)])
+
+    def task_prompt(self) -> str:
+        task = self.task
+        tags = ", ".join(t for t in (task.topic, task.difficulty) if t)
+        return _TASK_TEXT.format(
+            id=task.id,
+            tags=f" ({tags})" if tags else "",
+            prompt=task.prompt,
+            signature=task.signature,
+            tests="\n".join(f"    assert {t}" for t in task.visible_tests),
+            hidden=len(task.hidden_tests),
+            timeout=self.sandbox.limits.timeout,
+        )
+
+    def summary(self) -> str:
+        seen = "?" if self.visible_passed is None else self.visible_passed
+        parts = [f"runs {self.runs}", f"visible tests {seen}/{len(self.task.visible_tests)}"]
+        if self.last_error:
+            parts.append(f"last error: {self.last_error}")
+        parts.append(
+            f"submitted {self.hidden_passed}/{len(self.task.hidden_tests)}" if self.submitted else "not submitted"
+        )
+        return " · ".join(parts)
+
+    @property
+    def success(self) -> bool:
+        return self.submitted and self.hidden_passed == len(self.task.hidden_tests)
+
+    @property
+    def num_tasks(self) -> int:
+        return len(self.tasks)
+
+    def state_key(self) -> Hashable:
+        if self.submitted:
+            return "submitted"
+        return " · ".join(f"c{i + 1} {self.outcomes.get(c.strip(), '?')}" for i, c in enumerate(self.candidates))
+
+    def state_keys(self) -> list[Hashable]:
+        if self._discrete_problem:
+            raise ValueError(self._discrete_problem)
+        slots = itertools.product(OUTCOMES, repeat=CANDIDATES)
+        return [" · ".join(f"c{i + 1} {o}" for i, o in enumerate(combo)) for combo in slots] + ["submitted"]
+
+    def action_menu(self) -> list[str]:
+        if self._discrete_problem:
+            raise ValueError(self._discrete_problem)
+        return [ToolCall("run_tests", {"code": c}).to_text() for c in self.candidates] + [
+            ToolCall("submit", {"code": c}).to_text() for c in self.candidates
+        ]
+
+    def oracle(self) -> CodeOracle:
+        return CodeOracle(self.tasks)
+
+    def render_text(self) -> str:
+        return f"{self.task.id}: {self.summary()}\n"
+
+
+def _format_run(result: SandboxResult) -> str:
+    lines = [result.status() + "."]
+    if result.stdout:
+        out = result.stdout if len(result.stdout) <= STDOUT_CHARS else result.stdout[:STDOUT_CHARS] + " …[cut]"
+        cut = " (cut at the output limit)" if result.stdout_truncated else ""
+        lines.append(f"stdout{cut}:\n{out.rstrip()}")
+    if result.stderr:
+        err = result.stderr if len(result.stderr) <= STDERR_CHARS else "[cut]… " + result.stderr[-STDERR_CHARS:]
+        lines.append(f"stderr:\n{err.rstrip()}")
+    if not result.stdout and not result.stderr:
+        lines.append("(no output)")
+    return "\n".join(lines)
+
+
+def _format_tests(report: TestReport) -> str:
+    lines = [f"Visible tests: {report.passed}/{report.total} passed."]
+    if report.load_error is not None:
+        lines.append(f"Your code failed before the tests ran: {report.load_error_text()}")
+    else:
+        for k, outcome in enumerate(report.outcomes, 1):
+            lines.append(f"{'PASS' if outcome.passed else 'FAIL'} test {k}: {outcome.explain()}")
+    if report.result.stdout.strip():
+        out = report.result.stdout
+        lines.append("Your code printed:\n" + (out if len(out) <= 500 else out[:500] + " …[cut]").rstrip())
+    return "\n".join(lines)
+
+
+_PROBLEM = re.compile(r"^(?:Task: )?Problem (\S+)", re.M)
+_VISIBLE = re.compile(r"visible tests (\S+)/\d+")
+
+
+class CodeOracle:
+    """The scripted expert: runs the visible tests on the task's reference solution, then submits it.
+
+    It reads only the observation text (the problem id and the state summary) and knows the tasks'
+    reference solutions, so it plays any CodeSandbox env through the same interface a model does and scores
+    1.0 on every task. ``predict(obs) -> (action_text, None)``.
+    """
+
+    def __init__(self, tasks: Sequence[CodeTask]) -> None:
+        self.solutions = {task.id: task.solution for task in tasks}
+
+    def predict(self, observation: str, state: Any = None, deterministic: bool = True) -> tuple[str, None]:
+        problem = _PROBLEM.search(observation or "")
+        solution = self.solutions.get(problem.group(1)) if problem else None
+        if solution is None:
+            return ToolCall("run_python", {"code": "print('unknown problem')"}).to_text(), None
+        progress = _VISIBLE.findall(observation)
+        if not progress or progress[-1] == "?":
+            return ToolCall("run_tests", {"code": solution}).to_text(), None
+        return ToolCall("submit", {"code": solution}).to_text(), None
