@@ -31,8 +31,6 @@ Solutions and tests run with the sandbox's interpreter (Python ≥ 3.10, standar
 from __future__ import annotations
 
 import ast
-import hashlib
-import json
 import random
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -40,6 +38,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from agentgym.data import read_jsonl, sha256_file, write_jsonl
 from agentgym.sandbox import Sandbox
 
 __all__ = [
@@ -61,10 +60,6 @@ DATA_DIR = Path(__file__).parent / "data"
 TASKS_V0 = DATA_DIR / "code_tasks_v0.jsonl"
 TASKS_V0_SHA256 = "50c460a07c674957c8e40eb2e853fb84e5f9f4cb46976bc01fd4d9298d9041fa"
 DIFFICULTIES = ("easy", "medium", "hard")
-
-
-def sha256_file(path: str | Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def parse_test(text: str) -> tuple[str, Any]:
@@ -199,11 +194,7 @@ def build_tasks(sandbox: Sandbox | None = None) -> list[CodeTask]:
 
 def write_tasks(tasks: list[CodeTask], path: str | Path) -> str:
     """Write tasks as JSON Lines (keys sorted, UTF-8) and return the file's SHA-256."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = "".join(json.dumps(t.model_dump(mode="json"), ensure_ascii=False, sort_keys=True) + "\n" for t in tasks)
-    path.write_bytes(text.encode("utf-8"))
-    return sha256_file(path)
+    return write_jsonl(tasks, path)
 
 
 def load_tasks(path: str | Path = TASKS_V0, sha256: str | None = None) -> list[CodeTask]:
@@ -211,28 +202,9 @@ def load_tasks(path: str | Path = TASKS_V0, sha256: str | None = None) -> list[C
 
     Raises ``ValueError`` naming the file and line of a bad record, a duplicate id, or an empty file.
     """
-    path = Path(path)
-    if sha256 is None and path.resolve() == TASKS_V0.resolve():
+    if sha256 is None and Path(path).resolve() == TASKS_V0.resolve():
         sha256 = TASKS_V0_SHA256
-    if not path.is_file():
-        raise FileNotFoundError(f"no tasks file at {path}")
-    if sha256 and (actual := sha256_file(path)) != sha256:
-        raise ValueError(f"tasks file {path} has SHA-256 {actual}, expected {sha256}: the data changed")
-    tasks, ids = [], set()
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            task = CodeTask.model_validate_json(line)
-        except ValueError as exc:
-            raise ValueError(f"{path}:{n}: not a task record: {exc}") from None
-        if task.id in ids:
-            raise ValueError(f"{path}:{n}: duplicate task id {task.id!r}")
-        ids.add(task.id)
-        tasks.append(task)
-    if not tasks:
-        raise ValueError(f"tasks file {path} holds no tasks")
-    return tasks
+    return read_jsonl(path, CodeTask, sha256=sha256, what="task", unique="id")
 
 
 def candidates(task: CodeTask, n: int = 3) -> list[str]:

@@ -60,6 +60,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from agentgym.data import read_jsonl, sha256_file, write_jsonl
+
 __all__ = [
     "DATABASE_V0",
     "DATABASE_V0_CONTENT_SHA256",
@@ -88,10 +90,6 @@ BUILT_WITH_SQLITE = "3.40.1"
 
 DIFFICULTIES = ("single_table", "join", "aggregate", "nested", "date")
 END_DATE = dt.date(2024, 12, 31)
-
-
-def sha256_file(path: str | Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 # ============================================================================ the database
@@ -1450,11 +1448,7 @@ def _order_is_determined(conn: sqlite3.Connection, gold: str, rows: tuple[tuple[
 
 def write_tasks(tasks: list[SQLTask], path: str | Path) -> str:
     """Write tasks as JSON Lines (one canonical form: keys sorted, UTF-8) and return the file's SHA-256."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = "".join(json.dumps(t.model_dump(mode="json"), ensure_ascii=False, sort_keys=True) + "\n" for t in tasks)
-    path.write_bytes(text.encode("utf-8"))
-    return sha256_file(path)
+    return write_jsonl(tasks, path)
 
 
 def load_tasks(path: str | Path = TASKS_V0, sha256: str | None = None) -> list[SQLTask]:
@@ -1462,28 +1456,9 @@ def load_tasks(path: str | Path = TASKS_V0, sha256: str | None = None) -> list[S
 
     Raises ``ValueError`` naming the file and line of a bad record, duplicate ids, or an empty file.
     """
-    path = Path(path)
-    if sha256 is None and path.resolve() == TASKS_V0.resolve():
+    if sha256 is None and Path(path).resolve() == TASKS_V0.resolve():
         sha256 = TASKS_V0_SHA256
-    if not path.is_file():
-        raise FileNotFoundError(f"no tasks file at {path}")
-    if sha256 and (actual := sha256_file(path)) != sha256:
-        raise ValueError(f"tasks file {path} has SHA-256 {actual}, expected {sha256}: the data changed")
-    tasks, ids = [], set()
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            task = SQLTask.model_validate_json(line)
-        except ValueError as exc:
-            raise ValueError(f"{path}:{n}: not a task record: {exc}") from None
-        if task.id in ids:
-            raise ValueError(f"{path}:{n}: duplicate task id {task.id!r}")
-        ids.add(task.id)
-        tasks.append(task)
-    if not tasks:
-        raise ValueError(f"tasks file {path} holds no tasks")
-    return tasks
+    return read_jsonl(path, SQLTask, sha256=sha256, what="task", unique="id")
 
 
 def build(out_dir: str | Path = DATA_DIR, seed: int = 0) -> dict[str, str]:

@@ -14,8 +14,6 @@ splits have disjoint cities.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import random
 import unicodedata
@@ -24,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from agentgym.data import read_jsonl, sha256_file, write_jsonl
 
 __all__ = [
     "SNAPSHOT_V0",
@@ -183,35 +183,15 @@ def write_snapshot(records: Iterable[WeatherRecord | dict[str, Any]], path: str 
     """Write records as JSON Lines (sorted by split, city, date; one canonical form) and return the file's SHA-256."""
     rows = [r if isinstance(r, WeatherRecord) else WeatherRecord.model_validate(r) for r in records]
     rows.sort(key=lambda r: (r.split, city_key(r.city), r.date))
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = "".join(json.dumps(r.model_dump(), ensure_ascii=False, sort_keys=True) + "\n" for r in rows)
-    path.write_bytes(text.encode("utf-8"))
-    return sha256_file(path)
-
-
-def sha256_file(path: str | Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return write_jsonl(rows, path)
 
 
 def load_snapshot(path: str | Path = SNAPSHOT_V0, sha256: str | None = None) -> list[WeatherRecord]:
     """Read a snapshot file; with ``sha256``, refuse a file whose checksum differs (a frozen env's data
     must not change silently). The shipped ``-v0`` file is always checked."""
-    path = Path(path)
-    if sha256 is None and path.resolve() == SNAPSHOT_V0.resolve():
+    if sha256 is None and Path(path).resolve() == SNAPSHOT_V0.resolve():
         sha256 = SNAPSHOT_V0_SHA256
-    if sha256 is not None and (actual := sha256_file(path)) != sha256:
-        raise ValueError(f"snapshot {path} has SHA-256 {actual}, expected {sha256}: the data changed")
-    records = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if line.strip():
-            try:
-                records.append(WeatherRecord.model_validate_json(line))
-            except ValueError as exc:
-                raise ValueError(f"{path}:{n}: not a weather record: {exc}") from None
-    if not records:
-        raise ValueError(f"snapshot {path} holds no records")
-    return records
+    return read_jsonl(path, WeatherRecord, sha256=sha256, what="weather")
 
 
 if __name__ == "__main__":
