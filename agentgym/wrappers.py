@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -9,7 +11,7 @@ from gymnasium import spaces
 
 from agentgym.core import ToolEnv
 
-__all__ = ["DiscreteToolActions", "as_discrete"]
+__all__ = ["DiscreteToolActions", "as_discrete", "candidate_state_key", "candidate_state_keys"]
 
 
 class DiscreteToolActions(gym.Wrapper[int, int, str, str], gym.utils.RecordConstructorArgs):
@@ -72,3 +74,15 @@ def as_discrete(env: gym.Env) -> gym.Env:
     raise TypeError(
         f"need Discrete action and observation spaces or a ToolEnv; got {env.action_space} / {env.observation_space}"
     )
+
+
+def candidate_state_key(prefix: str, candidates: Sequence[str], outcomes: Mapping[str, str]) -> str:
+    """The state of a menu of candidate answers: what trying each one showed so far (``"?"`` if not
+    tried), e.g. ``"q1 rows · q2 ? · q3 error"``. ``outcomes`` maps a stripped candidate to its outcome."""
+    return " · ".join(f"{prefix}{i + 1} {outcomes.get(c.strip(), '?')}" for i, c in enumerate(candidates))
+
+
+def candidate_state_keys(prefix: str, n: int, outcomes: Sequence[str], final: str) -> list[str]:
+    """Every :func:`candidate_state_key` of ``n`` candidates (``outcomes`` starting with ``"?"``), then ``final``."""
+    combos = itertools.product(outcomes, repeat=n)
+    return [" · ".join(f"{prefix}{i + 1} {o}" for i, o in enumerate(combo)) for combo in combos] + [final]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import re
 from collections.abc import Hashable, Sequence
 from pathlib import Path
@@ -14,6 +13,7 @@ from agentgym.core import ToolEnv
 from agentgym.envs.code_data import TASKS_V0, CodeTask, candidates, load_tasks, sha256_file
 from agentgym.sandbox import Sandbox, SandboxResult, TestReport
 from agentgym.tools import ToolCall, ToolResult, tool
+from agentgym.wrappers import candidate_state_key, candidate_state_keys
 
 __all__ = ["CANDIDATES", "CodeOracle", "CodeSandboxEnv", "RewardWeights"]
 
@@ -272,13 +272,12 @@ class CodeSandboxEnv(ToolEnv):
     def state_key(self) -> Hashable:
         if self.submitted:
             return "submitted"
-        return " · ".join(f"c{i + 1} {self.outcomes.get(c.strip(), '?')}" for i, c in enumerate(self.candidates))
+        return candidate_state_key("c", self.candidates, self.outcomes)
 
     def state_keys(self) -> list[Hashable]:
         if self._discrete_problem:
             raise ValueError(self._discrete_problem)
-        slots = itertools.product(OUTCOMES, repeat=CANDIDATES)
-        return [" · ".join(f"c{i + 1} {o}" for i, o in enumerate(combo)) for combo in slots] + ["submitted"]
+        return candidate_state_keys("c", CANDIDATES, OUTCOMES, "submitted")
 
     def action_menu(self) -> list[str]:
         if self._discrete_problem:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import difflib
-import itertools
 import json
 import math
 import random
@@ -25,6 +24,7 @@ from agentgym.envs.sql_data import (
 )
 from agentgym.envs.sql_safety import QueryError, QueryResult, ReadOnlySQLite, TableInfo
 from agentgym.tools import ToolCall, ToolError, ToolResult, tool
+from agentgym.wrappers import candidate_state_key, candidate_state_keys
 
 __all__ = [
     "REL_TOL",
@@ -529,13 +529,12 @@ class SQLLookupEnv(ToolEnv):
     def state_key(self) -> Hashable:
         if self.answered:
             return "answered"
-        return " · ".join(f"q{i + 1} {self.outcomes.get(c.strip(), '?')}" for i, c in enumerate(self.candidates))
+        return candidate_state_key("q", self.candidates, self.outcomes)
 
     def state_keys(self) -> list[Hashable]:
         if self._discrete_problem:
             raise ValueError(self._discrete_problem)
-        slots = itertools.product(OUTCOMES, repeat=CANDIDATES)
-        return [" · ".join(f"q{i + 1} {o}" for i, o in enumerate(combo)) for combo in slots] + ["answered"]
+        return candidate_state_keys("q", CANDIDATES, OUTCOMES, "answered")
 
     def action_menu(self) -> list[str]:
         if self._discrete_problem:
