@@ -10,7 +10,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentgym.core import ToolEnv
-from agentgym.envs.code_data import TASKS_V0, CodeTask, candidates, load_tasks, sha256_file
+from agentgym.data import sha256_file
+from agentgym.envs.code_data import TASKS_V0, CodeTask, candidates, load_tasks
 from agentgym.sandbox import Sandbox, SandboxResult, TestReport
 from agentgym.tools import ToolCall, ToolResult, tool
 from agentgym.wrappers import candidate_state_key, candidate_state_keys

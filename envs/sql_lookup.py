@@ -14,13 +14,13 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentgym.core import ToolEnv
+from agentgym.data import sha256_file
 from agentgym.envs.sql_data import (
     DATABASE_V0,
     DATABASE_V0_SHA256,
     TASKS_V0,
     SQLTask,
     load_tasks,
-    sha256_file,
 )
 from agentgym.envs.sql_safety import QueryError, QueryResult, ReadOnlySQLite, TableInfo
 from agentgym.tools import ToolCall, ToolError, ToolResult, tool

@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentgym.core import ToolEnv
+from agentgym.data import sha256_file
 from agentgym.envs.weather_backends import HTTPWeather, RandomWeather, SnapshotWeather, WeatherBackend
 from agentgym.envs.weather_data import (
     AQI_LIMIT,
@@ -19,7 +20,6 @@ from agentgym.envs.weather_data import (
     city_key,
     is_suitable,
     load_snapshot,
-    sha256_file,
 )
 from agentgym.tools import ToolCall, ToolError, ToolResult, tool
 
