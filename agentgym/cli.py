@@ -44,11 +44,15 @@ def _setting(text: str) -> tuple[str, Any]:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
+    if args.algorithm in ("sft", "grpo"):
+        args.env = args.env or "agentgym/WeatherRun-v0"
+        return _cmd_train_llm(args)
     from agentgym.runs import train
 
+    args.env = args.env or "agentgym/CliffWalk-v0"
     hyper = {k: v for k in ("alpha", "gamma", "epsilon") if (v := getattr(args, k)) is not None}
     hyper.update(dict(args.set))
-    budget = args.timesteps if args.algorithm == "ppo" else args.episodes
+    budget = args.timesteps if args.algorithm == "ppo" else (args.episodes or 500)
     agent, rows = train(
         args.algorithm,
         args.env,
@@ -65,6 +69,54 @@ def _cmd_train(args: argparse.Namespace) -> int:
         f"greedy return from the seed's start: {agent.greedy_return():g}"
     )
     print(f"wrote {args.out}/: config.json metrics.jsonl metrics.csv learning_curve.png and the checkpoint")
+    return 0
+
+
+def _resolve_model(spec: str, out: Path, seed: int) -> str:
+    """``tiny`` builds the local tiny model under ``out/tiny``; anything else is a path or hub id."""
+    if spec != "tiny":
+        return spec
+    from agentgym.tiny_model import build_tiny_model
+
+    print(f"building the tiny model and tokenizer in {out / 'tiny'} ...", flush=True)
+    return str(build_tiny_model(out / "tiny", seed=seed))
+
+
+def _cmd_train_llm(args: argparse.Namespace) -> int:
+    from agentgym.recipes import tiny_overrides
+    from agentgym.trainers.grpo import GRPO, GRPOConfig
+    from agentgym.trainers.sft import SFT, SFTConfig
+
+    config_cls = SFTConfig if args.algorithm == "sft" else GRPOConfig
+    recipe = args.recipe or ("tiny" if args.model == "tiny" else "default")
+    values: dict[str, Any] = tiny_overrides(args.algorithm, args.env) if recipe == "tiny" else {"env_id": args.env}
+    if args.env_kwargs:
+        values["env_kwargs"] = args.env_kwargs
+    budget = "episodes" if args.algorithm == "sft" else "steps"
+    if (n := args.episodes if args.algorithm == "sft" else args.steps) is not None:
+        values[budget] = n
+    for key, value in args.set:
+        head, _, tail = key.partition(".")
+        if tail:  # nested, e.g. rollout.max_new_tokens=48
+            values[head] = {**values.get(head, {}), tail: value}
+        else:
+            values[key] = value
+    config = config_cls.model_validate({**values, "seed": args.seed})  # fails here, before any model loads
+    out = Path(args.out)
+    if args.algorithm == "grpo" and args.resume:
+        trainer = GRPO.resume(out)
+        rows = trainer.learn(config.steps, progress_bar=not args.no_progress)
+    else:
+        model = _resolve_model(args.model, out, args.seed)
+        trainer = (SFT if args.algorithm == "sft" else GRPO)(model, config, out_dir=out)
+        rows = trainer.learn(progress_bar=not args.no_progress)
+    last = {k: v for row in rows for k, v in row.items() if k.startswith("eval_")}
+    if last:
+        print(
+            f"test split: success {last['eval_success']:.0%}, format compliance {last['eval_format_compliance']:.0%}, "
+            f"tool-call validity {last['eval_tool_call_validity']:.0%} ({last['eval_episodes']:g} episodes)"
+        )
+    print(f"wrote {out}/: config.json metrics.jsonl metrics.csv learning_curve.png final/ (load it with --model)")
     return 0
 
 
@@ -108,12 +160,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("list", help="list the registered environments").set_defaults(fn=_cmd_list)
 
-    p = sub.add_parser("train", help="train Q-learning, SARSA, REINFORCE or PPO through the discrete view")
-    p.add_argument("algorithm", choices=["q-learning", "sarsa", "reinforce", "ppo"])
-    p.add_argument("--env", default="agentgym/CliffWalk-v0")
+    p = sub.add_parser(
+        "train",
+        help="train Q-learning, SARSA, REINFORCE or PPO (discrete view), or a language model with SFT or GRPO",
+    )
+    p.add_argument("algorithm", choices=["q-learning", "sarsa", "reinforce", "ppo", "sft", "grpo"])
+    p.add_argument("--env", default=None, help="env id (default CliffWalk-v0; WeatherRun-v0 for sft/grpo)")
     p.add_argument("--env-kwargs", type=_json_object, default={}, help="JSON object passed to gym.make")
-    p.add_argument("--episodes", type=int, default=500, help="training episodes (q-learning, sarsa, reinforce)")
+    p.add_argument(
+        "--episodes", type=int, help="training episodes (q-learning, sarsa, reinforce: default 500; sft: demos)"
+    )
     p.add_argument("--timesteps", type=int, default=50_000, help="training env steps (ppo)")
+    p.add_argument("--steps", type=int, help="training steps (grpo)")
+    p.add_argument("--model", default="tiny", help="sft/grpo: tiny (built locally), a model directory or a hub id")
+    p.add_argument(
+        "--recipe", choices=["tiny", "default"], help="sft/grpo settings: tiny-model recipe (default with --model tiny)"
+    )
+    p.add_argument("--resume", action="store_true", help="grpo: continue the run in --out from its last checkpoint")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--gamma", type=float, help="discount factor")
     p.add_argument("--alpha", type=float, help="tabular learning rate (default 0.1)")
@@ -161,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         print(f"agentgym: invalid setting: {problems}", file=sys.stderr)
-    except (ValueError, TypeError, NotImplementedError, FileNotFoundError, gym.error.Error) as exc:
+    except (ValueError, TypeError, NotImplementedError, OSError, gym.error.Error) as exc:
         print(f"agentgym: {exc}", file=sys.stderr)
     return 2
 

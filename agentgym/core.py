@@ -142,6 +142,10 @@ class ToolEnv(gym.Env[str, str]):
         the observation text (used by ``agentgym eval --agent oracle`` and to make demonstrations)."""
         raise NotImplementedError(f"{type(self).__name__} has no scripted oracle")
 
+    def tools_prompt(self) -> str:
+        """The tool list and the call-format instructions, as the first observation shows them."""
+        return f"Tools:\n{self._tools_text}\n\n{self._format_text}"
+
     def render_text(self) -> str:
         """What ``render()`` returns in ``"ansi"`` mode."""
         return self.summary() + "\n"
@@ -156,7 +160,7 @@ class ToolEnv(gym.Env[str, str]):
         self._turns.clear()
         self._reset_task(dict(options or {}))
         summary = self.summary()
-        observation = f"{self.task_prompt()}\n\nTools:\n{self._tools_text}\n\n{self._format_text}\n\nState: {summary}"
+        observation = f"{self.task_prompt()}\n\n{self.tools_prompt()}\n\nState: {summary}"
         info = {
             "tools": [t.schema for t in self.tools.values()],
             "summary": summary,

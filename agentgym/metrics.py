@@ -17,15 +17,29 @@ class MetricsWriter:
 
     TensorBoard event files go to ``DIR/tb`` when the ``tensorboard`` package is installed
     (``tensorboard=None``) or when asked for (``tensorboard=True``). Rows stay in :attr:`rows` for
-    plotting. Use as a context manager, or call :meth:`close`.
+    plotting. ``resume_after=N`` keeps the existing rows whose ``step_key`` is at most N (a resumed
+    run). Use as a context manager, or call :meth:`close`.
     """
 
-    def __init__(self, out_dir: str | Path, *, tensorboard: bool | None = None, step_key: str = "episode") -> None:
+    def __init__(
+        self,
+        out_dir: str | Path,
+        *,
+        tensorboard: bool | None = None,
+        step_key: str = "episode",
+        resume_after: int | None = None,
+    ) -> None:
         self.out_dir = Path(out_dir)
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.step_key = step_key
         self.rows: list[dict[str, Any]] = []
-        self._jsonl = (self.out_dir / "metrics.jsonl").open("w", encoding="utf-8")
+        path = self.out_dir / "metrics.jsonl"
+        if resume_after is not None and path.exists():  # keep the rows up to the checkpoint being resumed
+            rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+            self.rows = [r for r in rows if r.get(step_key, 0) <= resume_after]
+        self._jsonl = path.open("w", encoding="utf-8")
+        for row in self.rows:
+            self._jsonl.write(json.dumps(row, ensure_ascii=False) + "\n")
         self._tb = None
         if tensorboard or (tensorboard is None and importlib.util.find_spec("tensorboard") is not None):
             from torch.utils.tensorboard import SummaryWriter

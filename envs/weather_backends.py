@@ -88,18 +88,38 @@ class SnapshotWeather:
         return {"city": record.city, "date": date, **record.model_dump(include=set(AIR_FIELDS))}
 
 
+_ONSETS = "b c d f g h j k l m n p r s t v w z br ch cr gr kr pl sh st th tr".split() + [""] * 4
+_NUCLEI = "a e i o u a e o ai ou ea io ia".split() + ["é", "ü", "ó", "ø", "ã"]
+_CODAS = ["", "", "", "n", "r", "l", "s", "k", "m", "ng", "rd", "st"]
+
+
+def synthetic_city(rng: random.Random) -> str:
+    """A made-up, pronounceable city name (``"Brelo"``, ``"Tamsók Vir"``): 1–2 words of 1–3 syllables."""
+
+    def word() -> str:
+        syllables = "".join(rng.choice(_ONSETS) + rng.choice(_NUCLEI) for _ in range(rng.randint(1, 3)))
+        return (syllables + rng.choice(_CODAS)).capitalize()
+
+    return " ".join(word() for _ in range(1 if rng.random() < 0.8 else 2))
+
+
 class RandomWeather(SnapshotWeather):
     """A fresh (city, date, weather, AQI) every episode, drawn from the env's seeded generator: the
-    training-time randomness. Cities are the split's; one draw in five sits on a threshold edge."""
+    training-time randomness. One draw in five sits on a threshold edge. Cities are the split's, or,
+    with ``synthetic_cities=True``, a made-up name every episode (domain randomisation: an agent
+    trained so cannot memorise city names and must read the one it is asked about)."""
 
-    def __init__(self, records: list[WeatherRecord], split: str) -> None:
+    def __init__(self, records: list[WeatherRecord], split: str, synthetic_cities: bool = False) -> None:
         super().__init__(records, split)
         self._cities = sorted({r.city for r in self.tasks}, key=city_key)
+        self.synthetic_cities = synthetic_cities
 
     def sample_task(self, rng: np.random.Generator, index: int | None = None) -> tuple[str, str]:
         if index is not None:
             raise ValueError("the random backend has no fixed task list; task_index needs backend='snapshot'")
         city = self._cities[int(rng.integers(len(self._cities)))]
+        if self.synthetic_cities:
+            city = synthetic_city(random.Random(int(rng.integers(2**31))))
         day = int(rng.integers(1, 29))
         date = f"2024-{int(rng.integers(1, 13)):02d}-{day:02d}"
         temperature = float(rng.choice([9.9, 10.0, 25.0, 25.1])) if rng.random() < 0.2 else rng.uniform(-5, 38)

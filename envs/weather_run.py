@@ -70,7 +70,9 @@ class WeatherRunEnv(ToolEnv):
     - ``"snapshot"`` (default): the frozen table shipped with the package (400 records, checksum
       verified; ``snapshot=PATH`` for your own). ``split="train"`` (30 cities) or ``"test"``
       (10 other cities). ``reset(seed=s)`` picks the task; ``options={"task_index": i}`` picks task i.
-    - ``"random"``: weather drawn per episode from the env's seeded generator (training diversity).
+    - ``"random"``: weather drawn per episode from the env's seeded generator (training diversity);
+      ``synthetic_cities=True`` also makes up a new city name every episode, so a learner cannot
+      memorise names (how the tiny LLM learns to copy cities it will only meet in the test split).
     - ``"http"``: a live API at ``base_url`` (see ``agentgym.envs.weather_backends``), with
       ``timeout``, ``retries`` and ``record=PATH`` to freeze what it fetched into a snapshot.
 
@@ -91,6 +93,7 @@ class WeatherRunEnv(ToolEnv):
         record: str | Path | None = None,
         timeout: float = 2.0,
         retries: int = 2,
+        synthetic_cities: bool = False,
         rewards: RewardWeights | dict[str, float] | None = None,
         tool_cost: float | None = None,
         history: int = 0,
@@ -108,7 +111,7 @@ class WeatherRunEnv(ToolEnv):
         if backend == "snapshot":
             self.backend: WeatherBackend = SnapshotWeather(load_snapshot(path), split)
         elif backend == "random":
-            self.backend = RandomWeather(load_snapshot(path), split)
+            self.backend = RandomWeather(load_snapshot(path), split, synthetic_cities=synthetic_cities)
         elif backend == "http":
             if not base_url:
                 raise ValueError("backend='http' needs base_url, e.g. 'http://127.0.0.1:8000'")
@@ -117,6 +120,8 @@ class WeatherRunEnv(ToolEnv):
             )
         else:
             raise ValueError(f"backend must be 'snapshot', 'random' or 'http', got {backend!r}")
+        if synthetic_cities and backend != "random":
+            raise ValueError("synthetic_cities=True needs backend='random' (the snapshot's cities are fixed)")
         self.split = split
         self.city, self.date = "", ""
         self._menu = self._menu_for(self.city)

@@ -24,11 +24,13 @@ from torch import Tensor
 
 __all__ = [
     "GroupAdvantages",
+    "clipped_surrogate",
     "discounted_returns",
     "entropy",
     "explained_variance",
     "gae",
     "group_relative_advantages",
+    "kl_k3",
     "masked_mean",
     "normalize",
     "policy_gradient_loss",
@@ -190,6 +192,34 @@ def policy_gradient_loss(logp: Tensor, advantages: Tensor, mask: Tensor | None =
     return -masked_mean(advantages.detach() * logp, mask)
 
 
+def clipped_surrogate(
+    logp_new: Tensor,
+    logp_old: Tensor,
+    advantages: Tensor,
+    eps_low: float = 0.2,
+    eps_high: float | None = None,
+) -> tuple[Tensor, Tensor]:
+    """PPO's clipped surrogate per sample or token, and the probability ratio::
+
+        ratio = exp(log π_new − log π_old)
+        surrogate = min(ratio · A, clip(ratio, 1 − ε_low, 1 + ε_high) · A)
+
+    ``eps_high`` defaults to ``eps_low`` (symmetric PPO); DAPO raises it (0.28) so unlikely tokens can
+    grow. ``logp_old`` and ``advantages`` are treated as constants. Returns ``(surrogate, ratio)``.
+    """
+    ratio = (logp_new - logp_old.detach()).exp()
+    advantages = advantages.detach()
+    high = eps_low if eps_high is None else eps_high
+    return torch.min(ratio * advantages, torch.clamp(ratio, 1.0 - eps_low, 1.0 + high) * advantages), ratio
+
+
+def kl_k3(logp: Tensor, ref_logp: Tensor) -> Tensor:
+    """Schulman's k3 estimator of KL(π ‖ π_ref) per sampled token: ``exp(q − p) − (q − p) − 1`` with
+    ``p = log π``, ``q = log π_ref`` — unbiased, always ≥ 0, low variance (what GRPO and TRL use)."""
+    delta = ref_logp.detach() - logp
+    return delta.exp() - delta - 1.0
+
+
 def ppo_clip_loss(
     logp_new: Tensor,
     logp_old: Tensor,
@@ -197,25 +227,20 @@ def ppo_clip_loss(
     clip_eps: float = 0.2,
     mask: Tensor | None = None,
 ) -> tuple[Tensor, dict[str, float]]:
-    """PPO's clipped surrogate (Schulman et al. 2017) and its diagnostics::
+    """PPO's clipped surrogate (Schulman et al. 2017) as a loss, and its diagnostics::
 
-        ratio    = exp(log π_new(a|s) − log π_old(a|s))
         loss     = −mean(min(ratio · A, clip(ratio, 1 − ε, 1 + ε) · A))
         clipfrac = mean(|ratio − 1| > ε)                 share of samples the clip acted on
         approx_kl = mean((ratio − 1) − log ratio)        KL(π_old ‖ π_new) estimate (CleanRL, k3)
 
     Returns ``(loss, {"clipfrac", "approx_kl", "ratio"})`` with the stats as floats.
-    ``logp_old`` and ``advantages`` are treated as constants.
     """
-    log_ratio = logp_new - logp_old.detach()
-    ratio = log_ratio.exp()
-    advantages = advantages.detach()
-    surrogate = torch.min(ratio * advantages, torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * advantages)
+    surrogate, ratio = clipped_surrogate(logp_new, logp_old, advantages, clip_eps)
     loss = -masked_mean(surrogate, mask)
     with torch.no_grad():
         stats = {
             "clipfrac": masked_mean(((ratio - 1.0).abs() > clip_eps).to(ratio.dtype), mask).item(),
-            "approx_kl": masked_mean((ratio - 1.0) - log_ratio, mask).item(),
+            "approx_kl": masked_mean((ratio - 1.0) - ratio.log(), mask).item(),
             "ratio": masked_mean(ratio, mask).item(),
         }
     return loss, stats

@@ -1,0 +1,258 @@
+"""A Hugging Face causal LM as a policy over token ids: chat formatting, sampling, log-probs.
+
+``LLMPolicy.from_pretrained(path_or_hub_id)`` loads any causal LM with its tokenizer and chat
+template (``agentgym.tiny_model.build_tiny_model`` makes a local one). Everything a trainer needs
+is here and works on token ids, never on re-tokenised text:
+
+- :meth:`LLMPolicy.chat_ids` renders messages with the model's chat template (tool schemas go to
+  the template when it takes ``tools``) and returns token ids;
+- :meth:`LLMPolicy.generate` samples a batch of continuations with a KV cache (temperature, top-p,
+  stop at the end of a tool call or at end-of-turn) and returns each token's sampling log-prob;
+- :func:`token_logprobs` is the training pass: the log-prob of chosen tokens under the current
+  weights, computing the output layer only where a loss will be taken.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+__all__ = ["Generation", "LLMPolicy", "token_logprobs"]
+
+TOOL_CALL_END = "</tool_call>"
+
+
+@dataclass
+class Generation:
+    """One sampled continuation: its token ids, each token's sampling log-prob, and whether it
+    ended at a stop token (False: cut at ``max_new_tokens``)."""
+
+    token_ids: list[int]
+    logprobs: list[float]
+    stopped: bool
+
+
+@dataclass
+class LLMPolicy:
+    """A causal LM + tokenizer used as a policy. Build with :meth:`from_pretrained`."""
+
+    model: Any
+    tokenizer: Any
+    stop_strings: tuple[str, ...] = (TOOL_CALL_END,)
+    _stop_ids: list[int] = field(init=False, default_factory=list)
+    _stop_texts: list[str] = field(init=False, default_factory=list)
+
+    def __post_init__(self) -> None:
+        tok = self.tokenizer
+        if tok.pad_token_id is None:
+            tok.pad_token = tok.eos_token
+        if not getattr(tok, "chat_template", None):
+            raise ValueError(
+                "the tokenizer has no chat template; set tokenizer.chat_template (a Jinja string) before training"
+            )
+        eos = self.model.generation_config.eos_token_id if self.model.generation_config else None
+        ids = {tok.eos_token_id, *(eos if isinstance(eos, list) else [eos])} - {None}
+        for text in self.stop_strings:  # single-token stop strings are checked as ids, others as text
+            encoded = tok.encode(text, add_special_tokens=False)
+            if len(encoded) == 1:
+                ids.add(encoded[0])
+            else:
+                self._stop_texts.append(text)
+        self._stop_ids = sorted(ids)
+
+    @classmethod
+    def from_pretrained(cls, name_or_path: str | Path, *, dtype: torch.dtype | None = None, **kwargs: Any) -> LLMPolicy:
+        """Load model and tokenizer with ``from_pretrained`` (a local path or a hub id)."""
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(name_or_path)
+        model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=dtype or torch.float32, **kwargs)
+        return cls(model, tokenizer)
+
+    def save_pretrained(self, path: str | Path) -> None:
+        self.model.save_pretrained(path)
+        self.tokenizer.save_pretrained(path)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def pad_id(self) -> int:
+        return int(self.tokenizer.pad_token_id)
+
+    @property
+    def supports_tools(self) -> bool:
+        """Whether the chat template reads a ``tools`` variable (Qwen2.5, Llama 3.1, ...)."""
+        return "tools" in (self.tokenizer.chat_template or "")
+
+    # ------------------------------------------------------------------ text ⇄ ids
+
+    def render(self, messages: list[dict[str, str]], *, tools: list[dict] | None = None, generation: bool) -> str:
+        """The chat template's text for ``messages`` (``generation``: end with the assistant prompt)."""
+        return self.tokenizer.apply_chat_template(
+            messages,
+            tools=tools if self.supports_tools else None,
+            add_generation_prompt=generation,
+            tokenize=False,
+        )
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False)
+
+    def decode(self, ids: list[int]) -> str:
+        """Text of generated ids, keeping tags like ``<tool_call>`` but dropping end-of-turn/padding tokens."""
+        drop = set(self._stop_ids) - set(self.encode(TOOL_CALL_END)) | {self.pad_id}
+        return self.tokenizer.decode([i for i in ids if i not in drop], skip_special_tokens=False)
+
+    def chat_ids(self, messages: list[dict[str, str]], *, tools: list[dict] | None = None) -> list[int]:
+        """Token ids of ``messages`` followed by the assistant generation prompt."""
+        return self.encode(self.render(messages, tools=tools, generation=True))
+
+    # ------------------------------------------------------------------ sampling
+
+    @torch.no_grad()
+    def generate(
+        self,
+        prompts: list[list[int]],
+        *,
+        max_new_tokens: int = 64,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        generator: torch.Generator | None = None,
+    ) -> list[Generation]:
+        """Sample one continuation per prompt (left-padded batch, KV cache). ``temperature=0`` is greedy.
+
+        A continuation stops at end-of-turn/EOS or right after ``</tool_call>``. The returned
+        log-probs are those of the distribution sampled from (logits / temperature, before top-p),
+        which is what :func:`token_logprobs` recomputes in training.
+        """
+        from transformers import DynamicCache
+
+        model, device = self.model, self.device
+        n, width = len(prompts), max(map(len, prompts))
+        input_ids = torch.full((n, width), self.pad_id, dtype=torch.long)
+        attention = torch.zeros((n, width), dtype=torch.long)
+        for i, p in enumerate(prompts):
+            input_ids[i, width - len(p) :] = torch.tensor(p)
+            attention[i, width - len(p) :] = 1
+        input_ids, attention = input_ids.to(device), attention.to(device)
+        positions = (attention.cumsum(-1) - 1).clamp(min=0)
+        stop_ids = torch.tensor(self._stop_ids, device=device)
+        was_training = model.training
+        model.eval()
+        # transformers ≥ 5.24 names the KV cache argument ``cache``; earlier versions ``past_key_values``.
+        cache_arg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+        cache = {cache_arg: DynamicCache()}
+        out = model(
+            input_ids=input_ids,
+            attention_mask=attention,
+            position_ids=positions,
+            use_cache=True,
+            logits_to_keep=1,
+            **cache,
+        )
+        tokens = torch.full((n, max_new_tokens), self.pad_id, dtype=torch.long, device=device)
+        logps = torch.zeros((n, max_new_tokens), device=device)
+        finished = torch.zeros(n, dtype=torch.bool, device=device)
+        stopped = torch.zeros(n, dtype=torch.bool, device=device)
+        next_pos = positions[:, -1:] + 1
+        steps = 0
+        for t in range(max_new_tokens):
+            logits = out.logits[:, -1, :].float()
+            token, logp = _sample(logits, temperature, top_p, generator)
+            token = torch.where(finished, torch.full_like(token, self.pad_id), token)
+            tokens[:, t] = token
+            logps[:, t] = torch.where(finished, torch.zeros_like(logp), logp)
+            steps = t + 1
+            hit = torch.isin(token, stop_ids) & ~finished
+            if self._stop_texts:
+                hit |= self._ends_with_stop_text(tokens[:, : t + 1]) & ~finished
+            stopped |= hit
+            finished |= hit
+            if bool(finished.all()) or t + 1 == max_new_tokens:
+                break
+            attention = torch.cat([attention, torch.ones((n, 1), dtype=attention.dtype, device=device)], dim=1)
+            out = model(
+                input_ids=token[:, None],
+                attention_mask=attention,
+                position_ids=next_pos,
+                use_cache=True,
+                **cache,
+            )
+            next_pos = next_pos + 1
+        model.train(was_training)
+        results = []
+        for i in range(n):
+            row = tokens[i, :steps].tolist()
+            length = steps
+            if self.pad_id not in self._stop_ids:
+                while length and row[length - 1] == self.pad_id and bool(finished[i]):
+                    length -= 1
+            else:  # pad doubles as a stop id: cut after the first stop
+                length = next((k + 1 for k, tok in enumerate(row) if tok in self._stop_ids), steps)
+            results.append(Generation(row[:length], logps[i, :length].tolist(), bool(stopped[i])))
+        return results
+
+    def _ends_with_stop_text(self, tokens: Tensor) -> Tensor:
+        tails = [self.tokenizer.decode(row[-8:], skip_special_tokens=False) for row in tokens.tolist()]
+        return torch.tensor([any(t.endswith(s) for s in self._stop_texts) for t in tails], device=tokens.device)
+
+
+def _sample(
+    logits: Tensor, temperature: float, top_p: float, generator: torch.Generator | None
+) -> tuple[Tensor, Tensor]:
+    """Draw one token per row; return it and its log-prob under softmax(logits / temperature)."""
+    if temperature <= 0:
+        token = logits.argmax(-1)
+        return token, logits.log_softmax(-1).gather(-1, token[:, None]).squeeze(-1)
+    logp = (logits / temperature).log_softmax(-1)
+    probs = logp.exp()
+    if top_p < 1.0:
+        sorted_p, order = probs.sort(-1, descending=True)
+        keep = sorted_p.cumsum(-1) - sorted_p < top_p  # the smallest set whose mass reaches top_p
+        probs = torch.zeros_like(probs).scatter(-1, order, sorted_p * keep)
+    # inverse-CDF sampling: one uniform per row (an order of magnitude faster than multinomial on CPU)
+    cdf = probs.cumsum(-1)
+    u = torch.rand(cdf.shape[0], 1, generator=generator, device=generator.device if generator else cdf.device)
+    token = torch.searchsorted(cdf, u.to(cdf.device) * cdf[:, -1:]).squeeze(-1).clamp(max=cdf.shape[-1] - 1)
+    return token, logp.gather(-1, token[:, None]).squeeze(-1)
+
+
+def token_logprobs(
+    model: Any,
+    input_ids: Tensor,
+    attention_mask: Tensor,
+    loss_mask: Tensor,
+    *,
+    temperature: float = 1.0,
+    with_entropy: bool = False,
+) -> tuple[Tensor, Tensor | None]:
+    """Log-prob of every token ``input_ids[:, t]`` given the tokens before it (right-padded batch).
+
+    Returns ``(logp, entropy)`` shaped like ``input_ids`` with zeros where ``loss_mask`` is 0 (and at
+    position 0). The output layer runs only at the positions whose next token is in the loss mask,
+    which for agent transcripts (most tokens written by the env) saves most of its cost.
+    ``entropy`` (of the sampling distribution, no gradient) only with ``with_entropy``.
+    """
+    hidden = model.get_decoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+    target = loss_mask[:, 1:].bool()
+    rows, cols = target.nonzero(as_tuple=True)
+    logits = model.get_output_embeddings()(hidden[rows, cols]).float()  # predicts the token at cols + 1
+    if temperature > 0 and temperature != 1.0:
+        logits = logits / temperature
+    logp_all = logits.log_softmax(-1)
+    chosen = logp_all.gather(-1, input_ids[rows, cols + 1][:, None]).squeeze(-1)
+    logp = torch.zeros(input_ids.shape, dtype=chosen.dtype, device=input_ids.device)
+    logp = logp.index_put((rows, cols + 1), chosen)
+    entropy = None
+    if with_entropy:
+        with torch.no_grad():
+            ent = -(logp_all.exp() * logp_all).sum(-1)
+            entropy = torch.zeros_like(logp).index_put((rows, cols + 1), ent)
+    return logp, entropy

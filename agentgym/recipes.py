@@ -1,0 +1,56 @@
+"""Settings that work for the tiny local model (``--model tiny``), as config overrides per stage.
+
+Real 1–8 B models start from the trainers' defaults (GRPO: learning rate 1e-6, β 0.04). The tiny
+~1 M-parameter model needs different ones, found on WeatherRun (``benchmarks/grpo_weatherrun.py``):
+
+- short prompts: each turn shows only the env's one-line state summary (``context="summary"``,
+  ``turn_template="{summary}"``), ~45 tokens per turn instead of ~250 for the full observation;
+- learning rates ~300× larger than for real models (SFT 1e-3, GRPO 3e-4 with a 20-step warm-up);
+- a strong KL anchor to the SFT model (β = 0.3): without it, groups collapse to identical rewards
+  (``frac_zero_std`` → 1) and the policy locks into a partial rule;
+- on WeatherRun, training on made-up city names (``backend="random", synthetic_cities=True``) so
+  the model learns to copy the city it is asked about instead of memorising the 30 training cities;
+  the frozen test split's cities are then new to it, as they should be.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["TINY", "tiny_overrides"]
+
+_ROLLOUT = {"context": "summary", "turn_template": "{summary}", "max_new_tokens": 32}
+_WEATHER_TRAINING = {"backend": "random", "synthetic_cities": True}
+
+TINY: dict[str, dict[str, Any]] = {
+    "sft": {
+        "env_id": "agentgym/WeatherRun-v0",
+        "env_kwargs": _WEATHER_TRAINING,
+        "rollout": _ROLLOUT,
+        "episodes": 16384,
+        "epochs": 1,
+        "randomize_decisions": True,
+        "learning_rate": 1e-3,
+        "warmup_steps": 20,
+        "batch_size": 32,
+    },
+    "grpo": {
+        "env_id": "agentgym/WeatherRun-v0",
+        "env_kwargs": _WEATHER_TRAINING,
+        "rollout": {**_ROLLOUT, "temperature": 1.0},
+        "num_generations": 8,
+        "tasks_per_step": 8,
+        "learning_rate": 3e-4,
+        "warmup_steps": 20,
+        "beta": 0.3,
+        "loss_type": "dapo",
+    },
+}
+
+
+def tiny_overrides(stage: str, env_id: str) -> dict[str, Any]:
+    """The tiny-model settings for ``stage`` ("sft" or "grpo") on ``env_id`` (env kwargs only for WeatherRun)."""
+    settings = {k: v for k, v in TINY[stage].items() if k not in ("env_id", "env_kwargs")}
+    if env_id == TINY[stage]["env_id"]:
+        settings["env_kwargs"] = TINY[stage]["env_kwargs"]
+    return {"env_id": env_id, **settings}

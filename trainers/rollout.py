@@ -1,0 +1,379 @@
+"""Multi-turn rollouts of a language model (or a scripted teacher) on agentgym text envs.
+
+A batch of envs steps in lock-step: each turn, every unfinished episode gets a prompt, the policy
+samples all responses in one batched call, and each env steps on its response. Finished episodes
+drop out. The result is token ids the trainers use as they are — never re-tokenised:
+
+- ``loss_mask`` is 1 on the tokens the policy wrote and 0 on everything the env or the chat
+  template wrote, so env tokens never receive gradient;
+- ``logprobs`` are the sampling log-probs of the policy's tokens (0 elsewhere).
+
+Two context modes (``RolloutConfig.context``):
+
+- ``"append"``: one growing transcript per episode (first observation, response, closing and
+  observation tokens, response, ...), one training sample per episode.
+- ``"summary"``: each turn's prompt is rebuilt as system prompt + ``turn_template`` filled with the
+  task, the tools, the last ``history`` turns and the env's one-line state summary; each turn is
+  its own sample and all of an episode's samples share its advantage. Context stays short however
+  long the episode is.
+
+Budgets: ``max_turns`` and ``max_tokens`` end an episode early; such an episode is marked
+``truncated`` with the reason in ``truncation`` (as is one the env's time limit cut off), and a
+response cut at ``max_new_tokens`` is counted in ``Episode.clipped``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import gymnasium as gym
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentgym.llm import LLMPolicy
+
+__all__ = [
+    "Episode",
+    "OracleTeacher",
+    "RolloutConfig",
+    "Sample",
+    "collate",
+    "episode_metrics",
+    "evaluate_llm",
+    "make_env",
+    "random_resets",
+    "rollout",
+    "split_kwargs",
+]
+
+
+class RolloutConfig(BaseModel):
+    """How episodes are played and turned into token sequences."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    context: Literal["append", "summary"] = Field(
+        "append", description="append: one growing transcript per episode; summary: a fresh short prompt per turn."
+    )
+    history: int = Field(0, ge=0, description="summary mode: how many past turns the prompt shows.")
+    turn_template: str = Field(
+        "{task}\n\n{tools}\n\n{history}State: {summary}",
+        description="summary mode: the user message of every turn; fields {task} {tools} {history} {summary}.",
+    )
+    system_prompt: str | None = Field(None, description="A system message before the first observation.")
+    max_turns: int | None = Field(None, ge=1, description="Stop an episode after this many actions (None: env limit).")
+    max_new_tokens: int = Field(64, ge=1, description="Longest response per turn.")
+    max_tokens: int = Field(2048, ge=8, description="Longest sequence (prompt + responses) a sample may reach.")
+    temperature: float = Field(1.0, ge=0, description="Sampling temperature; 0 is greedy.")
+    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling mass.")
+
+
+@dataclass
+class Sample:
+    """One training sequence: token ids, loss mask (1 = written by the policy) and sampling log-probs."""
+
+    input_ids: list[int] = field(default_factory=list)
+    loss_mask: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+
+    def extend(self, ids: Sequence[int], *, policy: bool, logprobs: Sequence[float] | None = None) -> None:
+        self.input_ids.extend(ids)
+        self.loss_mask.extend([int(policy)] * len(ids))
+        self.logprobs.extend(logprobs if logprobs is not None else [0.0] * len(ids))
+
+
+@dataclass
+class Episode:
+    """One episode: its samples, and per turn the action text, reward and parse results."""
+
+    reset: dict[str, Any]
+    samples: list[Sample] = field(default_factory=list)
+    actions: list[str] = field(default_factory=list)
+    rewards: list[float] = field(default_factory=list)
+    canonical: list[bool] = field(default_factory=list)
+    valid: list[bool] = field(default_factory=list)
+    terminated: bool = False
+    truncation: str | None = None
+    success: bool = False
+    clipped: int = 0
+
+    @property
+    def total_reward(self) -> float:
+        return float(sum(self.rewards))
+
+    @property
+    def truncated(self) -> bool:
+        return self.truncation is not None
+
+    @property
+    def turns(self) -> int:
+        return len(self.actions)
+
+    @property
+    def response_tokens(self) -> int:
+        return sum(sum(s.loss_mask) for s in self.samples)
+
+
+class OracleTeacher:
+    """Plays each env's scripted oracle instead of sampling (demonstrations for SFT).
+
+    ``randomize_decisions=True`` replaces every oracle action by a uniformly random action from
+    the env's action menu that calls the same tool (WeatherRun: answer true/false; SQLLookup and
+    CodeSandbox: which candidate to run or submit). The demonstrations then teach the format and
+    the order of tool calls, but not the answer — so what RL adds afterwards is measurable.
+    """
+
+    def __init__(self, randomize_decisions: bool = False, seed: int = 0) -> None:
+        self.randomize_decisions = randomize_decisions
+        self.rng = random.Random(seed)
+        self._oracles: dict[int, Any] = {}
+
+    def act(self, env: gym.Env, observation: str) -> str:
+        base = env.unwrapped
+        oracle = self._oracles.setdefault(id(base), base.oracle())
+        action, _ = oracle.predict(observation)
+        if self.randomize_decisions:
+            tool = base.interpret(action).parse.calls
+            name = tool[0].name if tool else None
+            same = [a for a in base.action_menu() if (c := base.interpret(a).parse.calls) and c[0].name == name]
+            if len(same) > 1:
+                action = self.rng.choice(same)
+        return action
+
+
+def _strip_task(observation: str, task: str) -> str:
+    head = f"Task: {task}\n"
+    return observation[len(head) :] if observation.startswith(head) else observation
+
+
+class _Run:
+    """The state of one episode while it is being played."""
+
+    def __init__(self, env: gym.Env, reset: dict[str, Any], config: RolloutConfig, policy: LLMPolicy) -> None:
+        self.env, self.config, self.policy = env, config, policy
+        self.episode = Episode(reset)
+        self.observation, info = env.reset(**reset)
+        self.tools = info.get("tools")
+        self.summary = info.get("summary", self.observation)
+        base = env.unwrapped
+        self.task = base.task_prompt() if hasattr(base, "task_prompt") else ""
+        self.tools_text = base.tools_prompt() if hasattr(base, "tools_prompt") and not policy.supports_tools else ""
+        self.past: list[tuple[str, str]] = []
+        self.messages = [{"role": "system", "content": config.system_prompt}] if config.system_prompt else []
+        self.done = False
+        if config.context == "append":
+            self.messages.append({"role": "user", "content": self.observation})
+            self.rendered = policy.render(self.messages, tools=self.tools, generation=True)
+            self.episode.samples.append(Sample())
+            self.episode.samples[0].extend(policy.encode(self.rendered), policy=False)
+
+    def prompt(self) -> list[int] | None:
+        """This turn's prompt ids, or None if the token budget is spent (the episode is then truncated)."""
+        if self.config.context == "append":
+            ids = self.episode.samples[0].input_ids
+        else:
+            history = "".join(f"Action: {a}\nResult: {r}\n" for a, r in self.past[-self.config.history :])
+            history = history + "\n" if history and self.config.history else ""
+            text = self.config.turn_template.format(
+                task=self.task, tools=self.tools_text, history=history, summary=self.summary
+            )
+            messages = self.messages + [{"role": "user", "content": text}]
+            ids = self.policy.chat_ids(messages, tools=self.tools)
+        if len(ids) + self.config.max_new_tokens > self.config.max_tokens:
+            self.finish("max_tokens")
+            return None
+        return ids
+
+    def record(self, prompt: list[int], ids: list[int], logprobs: list[float], stopped: bool) -> None:
+        """Step the env on the response and append it (and, in append mode, the env's reply) to the sample."""
+        policy, ep = self.policy, self.episode
+        text = policy.decode(ids)
+        obs, reward, terminated, truncated, info = self.env.step(text)
+        ep.actions.append(text)
+        ep.rewards.append(float(reward))
+        ep.canonical.append(bool(info.get("canonical", False)))
+        ep.valid.append(info.get("parse_error") is None and bool(info.get("tool_calls", True)))
+        ep.success = bool(info.get("success", False))
+        ep.clipped += not stopped
+        self.observation, self.summary = obs, info.get("summary", obs)
+        self.past.append((text, _strip_task(obs, self.task)))
+        if self.config.context == "summary":
+            sample = Sample()
+            sample.extend(prompt, policy=False)
+            sample.extend(ids, policy=True, logprobs=logprobs)
+            ep.samples.append(sample)
+        else:
+            ep.samples[0].extend(ids, policy=True, logprobs=logprobs)
+        if terminated:
+            ep.terminated = True
+            self.done = True
+        elif truncated:
+            self.finish("time_limit")
+        elif self.config.max_turns is not None and ep.turns >= self.config.max_turns:
+            self.finish("max_turns")
+        elif self.config.context == "append":
+            self._append_observation(text, ids, obs)
+
+    def _append_observation(self, content: str, ids: list[int], observation: str) -> None:
+        """Append the template's end of the assistant turn and the env's message, as env tokens."""
+        policy = self.policy
+        before = self.rendered
+        self.messages.append({"role": "assistant", "content": content})
+        closed = policy.render(self.messages, tools=self.tools, generation=False)
+        self.messages.append({"role": "user", "content": observation})
+        self.rendered = policy.render(self.messages, tools=self.tools, generation=True)
+        eos = policy.tokenizer.eos_token or ""
+        closing = closed[len(before) + len(content) :] if closed.startswith(before + content) else eos
+        if ids and ids[-1] == policy.tokenizer.eos_token_id and closing.startswith(eos):
+            closing = closing[len(eos) :]  # the model already wrote the end-of-turn token
+        delta = self.rendered[len(closed) :] if self.rendered.startswith(closed) else self.rendered
+        self.episode.samples[0].extend(policy.encode(closing + delta), policy=False)
+
+    def finish(self, reason: str) -> None:
+        self.episode.truncation = reason
+        self.done = True
+        if self.config.context == "append":  # env tokens after the last response teach nothing: drop them
+            sample = self.episode.samples[0]
+            keep = max((i + 1 for i, m in enumerate(sample.loss_mask) if m), default=len(sample.loss_mask))
+            del sample.input_ids[keep:], sample.loss_mask[keep:], sample.logprobs[keep:]
+
+
+def rollout(
+    policy: LLMPolicy,
+    envs: Sequence[gym.Env],
+    resets: Sequence[dict[str, Any]],
+    config: RolloutConfig,
+    *,
+    generator: torch.Generator | None = None,
+    teacher: OracleTeacher | None = None,
+) -> list[Episode]:
+    """Play one episode per env (``env.reset(**resets[i])``) in lock-step and return them in order.
+
+    The policy samples every response, unless a ``teacher`` is given: then the teacher's action
+    texts are tokenised as the policy's turns (demonstrations; their log-probs are 0).
+    """
+    runs = [_Run(env, dict(reset), config, policy) for env, reset in zip(envs, resets, strict=True)]
+    eos = policy.tokenizer.eos_token_id
+    while active := [r for r in runs if not r.done]:
+        prompts = [(r, p) for r in active if (p := r.prompt()) is not None]
+        if not prompts:
+            break
+        if teacher is None:
+            generations = policy.generate(
+                [p for _, p in prompts],
+                max_new_tokens=config.max_new_tokens,
+                temperature=config.temperature,
+                top_p=config.top_p,
+                generator=generator,
+            )
+            responses = [(g.token_ids, g.logprobs, g.stopped) for g in generations]
+        else:
+            responses = []
+            for run, _ in prompts:
+                text = teacher.act(run.env, run.observation)
+                ids = policy.encode(text)
+                if not any(text.endswith(s) for s in policy.stop_strings):
+                    ids.append(eos)
+                responses.append((ids, [0.0] * len(ids), True))
+        for (run, prompt), (ids, logprobs, stopped) in zip(prompts, responses, strict=True):
+            run.record(prompt, ids, logprobs, stopped)
+    return [r.episode for r in runs]
+
+
+def split_kwargs(env_id: str, split: str | None, env_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``env_kwargs`` plus ``split=split`` if the env takes a split and the kwargs do not name one."""
+    kwargs = dict(env_kwargs or {})
+    if split is None or "split" in kwargs:
+        return kwargs
+    entry = gym.spec(env_id).entry_point
+    creator = gym.envs.registration.load_env_creator(entry) if isinstance(entry, str) else entry
+    if "split" in inspect.signature(creator).parameters:
+        kwargs["split"] = split
+    return kwargs
+
+
+def make_env(env_id: str, split: str | None = None, env_kwargs: dict[str, Any] | None = None) -> gym.Env:
+    """``gym.make(env_id)`` on ``split`` (for envs with splits) with ``env_kwargs``."""
+    return gym.make(env_id, **split_kwargs(env_id, split, env_kwargs))
+
+
+def random_resets(rng: random.Random, count: int, num_tasks: int | None) -> list[dict[str, Any]]:
+    """``count`` reset arguments: a random env seed each, and a random task index if the env has a task list."""
+    resets = []
+    for _ in range(count):
+        reset: dict[str, Any] = {"seed": rng.randrange(2**31)}
+        if num_tasks:
+            reset["options"] = {"task_index": rng.randrange(num_tasks)}
+        resets.append(reset)
+    return resets
+
+
+def collate(samples: Sequence[Sample], pad_id: int) -> dict[str, torch.Tensor]:
+    """Right-padded tensors ``input_ids``, ``attention_mask``, ``loss_mask``, ``logprobs`` (N × longest)."""
+    width = max(len(s.input_ids) for s in samples)
+    out = {
+        "input_ids": torch.full((len(samples), width), pad_id, dtype=torch.long),
+        "attention_mask": torch.zeros((len(samples), width), dtype=torch.long),
+        "loss_mask": torch.zeros((len(samples), width), dtype=torch.long),
+        "logprobs": torch.zeros((len(samples), width)),
+    }
+    for i, s in enumerate(samples):
+        n = len(s.input_ids)
+        out["input_ids"][i, :n] = torch.tensor(s.input_ids)
+        out["attention_mask"][i, :n] = 1
+        out["loss_mask"][i, :n] = torch.tensor(s.loss_mask)
+        out["logprobs"][i, :n] = torch.tensor(s.logprobs)
+    return out
+
+
+def episode_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
+    """Success, reward and format statistics of a batch of episodes (the names the trainers log)."""
+    turns = [t for ep in episodes for t in range(ep.turns)]
+    n_turns = max(1, len(turns))
+    rewards = torch.tensor([ep.total_reward for ep in episodes], dtype=torch.float64)
+    return {
+        "reward": float(rewards.mean()) if len(episodes) else 0.0,
+        "reward_std": float(rewards.std()) if len(episodes) > 1 else 0.0,
+        "success": sum(ep.success for ep in episodes) / max(1, len(episodes)),
+        "format_compliance": sum(sum(ep.canonical) for ep in episodes) / n_turns,
+        "tool_call_validity": sum(sum(ep.valid) for ep in episodes) / n_turns,
+        "truncation_rate": sum(ep.truncated for ep in episodes) / max(1, len(episodes)),
+        "clipped_responses": sum(ep.clipped for ep in episodes) / n_turns,
+        "turns": sum(ep.turns for ep in episodes) / max(1, len(episodes)),
+        "response_length": sum(ep.response_tokens for ep in episodes) / n_turns,
+    }
+
+
+def evaluate_llm(
+    policy: LLMPolicy,
+    env_id: str,
+    config: RolloutConfig,
+    *,
+    env_kwargs: dict[str, Any] | None = None,
+    episodes: int | None = None,
+    batch_size: int = 64,
+    seed: int = 0,
+) -> dict[str, float]:
+    """Greedy evaluation: every task of the env once (or ``episodes`` seeded resets), in batches.
+
+    Returns :func:`episode_metrics` (``success`` is the success rate) plus ``episodes``.
+    """
+    greedy = config.model_copy(update={"temperature": 0.0})
+    probe = gym.make(env_id, **(env_kwargs or {}))
+    num_tasks = getattr(probe.unwrapped, "num_tasks", None)
+    if episodes is None and num_tasks:
+        resets = [{"seed": seed, "options": {"task_index": i}} for i in range(num_tasks)]
+    else:
+        resets = [{"seed": seed + i} for i in range(episodes or 100)]
+    envs = [probe] + [gym.make(env_id, **(env_kwargs or {})) for _ in range(min(batch_size, len(resets)) - 1)]
+    results: list[Episode] = []
+    for start in range(0, len(resets), batch_size):
+        chunk = resets[start : start + batch_size]
+        results += rollout(policy, envs[: len(chunk)], chunk, greedy)
+    for env in envs:
+        env.close()
+    return {**episode_metrics(results), "episodes": len(results)}

@@ -1,0 +1,176 @@
+"""Supervised fine-tuning (SFT) warm-up: teach a language model the tool-call format before RL.
+
+Demonstrations come from the env's scripted oracle, played through the same rollout engine and
+prompt layout the RL trainers use (so SFT and GRPO see identical contexts), or from a JSONL file of
+chat transcripts (``{"messages": [{"role": ..., "content": ...}, ...]}`` per line). The loss is the
+cross-entropy on assistant tokens only; what the env or the user wrote is context.
+
+``randomize_decisions=True`` makes the oracle's decisions random (each action is replaced by a
+random menu action calling the same tool): the model learns the format and the order of calls but
+not the answer, so a later RL phase starts near chance and its gain is measurable.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+
+import agentgym
+from agentgym.data import read_jsonl
+from agentgym.llm import LLMPolicy, token_logprobs
+from agentgym.metrics import MetricsWriter
+from agentgym.plotting import plot_learning_curves
+from agentgym.trainers.optim import adamw_with_warmup
+from agentgym.trainers.rollout import (
+    OracleTeacher,
+    RolloutConfig,
+    Sample,
+    collate,
+    evaluate_llm,
+    make_env,
+    random_resets,
+    rollout,
+    split_kwargs,
+)
+
+__all__ = ["SFT", "SFTConfig", "chat_sample", "oracle_demonstrations"]
+
+
+class SFTConfig(BaseModel):
+    """SFT settings; the defaults suit real models (the tiny model wants ~1e-3, see the CLI preset)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    env_id: str = Field("agentgym/WeatherRun-v0", description="Env whose oracle makes the demonstrations.")
+    env_kwargs: dict[str, Any] = Field(default_factory=dict)
+    train_split: str | None = "train"
+    eval_split: str | None = Field("test", description="Split evaluated (greedy) after training; None: skip.")
+    eval_episodes: int | None = Field(None, ge=1, description="Evaluation episodes (None: every task once).")
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig, description="Prompt layout, as in RL.")
+    data: str | None = Field(None, description="JSONL of chat transcripts to train on instead of oracle demos.")
+    episodes: int = Field(256, ge=1, description="Oracle demonstration episodes.")
+    randomize_decisions: bool = Field(False, description="Teach the format, not the answer (see module doc).")
+    epochs: int = Field(2, ge=1)
+    batch_size: int = Field(32, ge=1, description="Samples per optimizer step.")
+    learning_rate: float = Field(2e-5, gt=0)
+    warmup_steps: int = Field(0, ge=0)
+    max_grad_norm: float = Field(1.0, gt=0)
+    seed: int = 0
+
+
+def oracle_demonstrations(policy: LLMPolicy, config: SFTConfig, *, batch: int = 64) -> list[Sample]:
+    """Play ``config.episodes`` episodes with the oracle teacher and return their samples."""
+    teacher = OracleTeacher(randomize_decisions=config.randomize_decisions, seed=config.seed)
+    n = min(batch, config.episodes)
+    envs = [make_env(config.env_id, config.train_split, config.env_kwargs) for _ in range(n)]
+    num_tasks = getattr(envs[0].unwrapped, "num_tasks", None)
+    rng = random.Random(config.seed)
+    samples: list[Sample] = []
+    for start in range(0, config.episodes, n):
+        count = min(n, config.episodes - start)
+        resets = random_resets(rng, count, num_tasks)
+        for episode in rollout(policy, envs[:count], resets, config.rollout, teacher=teacher):
+            samples += episode.samples
+    for env in envs:
+        env.close()
+    return samples
+
+
+def chat_sample(policy: LLMPolicy, messages: list[dict[str, str]], tools: list[dict] | None = None) -> Sample:
+    """Tokenise a chat transcript turn by turn; assistant contents (and their end-of-turn) are the policy's."""
+    sample = Sample()
+    rendered = ""
+    for i, message in enumerate(messages):
+        if message["role"] == "assistant":
+            prompt = policy.render(messages[:i], tools=tools, generation=True)
+            sample.extend(policy.encode(prompt[len(rendered) :]), policy=False)
+            full = policy.render(messages[: i + 1], tools=tools, generation=False)
+            sample.extend(policy.encode(full[len(prompt) :]), policy=True)
+            rendered = full
+    return sample
+
+
+class SFT:
+    """``SFT(policy, config, out_dir=...).learn()``: cross-entropy on the policy's tokens of demonstrations."""
+
+    def __init__(self, policy: LLMPolicy | str | Path, config: SFTConfig | None = None, *, out_dir=None, **overrides):
+        self.config = SFTConfig.model_validate({**(config or SFTConfig()).model_dump(), **overrides})
+        self.policy = policy if isinstance(policy, LLMPolicy) else LLMPolicy.from_pretrained(policy)
+        self.out_dir = Path(out_dir) if out_dir is not None else None
+
+    def samples(self) -> list[Sample]:
+        """The training samples: the JSONL transcripts if ``data`` is set, else oracle demonstrations."""
+        if self.config.data:
+            rows = read_jsonl(self.config.data)
+            bad = [i for i, r in enumerate(rows) if not isinstance(r.get("messages"), list)]
+            if bad:
+                raise ValueError(f"{self.config.data}: line {bad[0] + 1} has no 'messages' list")
+            return [chat_sample(self.policy, r["messages"], r.get("tools")) for r in rows]
+        return oracle_demonstrations(self.policy, self.config)
+
+    def learn(self, *, progress_bar: bool = True) -> list[dict[str, Any]]:
+        """Train for ``epochs`` over the samples; evaluate on ``eval_split``; return the metric rows."""
+        from tqdm.auto import tqdm
+
+        cfg, model = self.config, self.policy.model
+        torch.manual_seed(cfg.seed)
+        samples = [s for s in self.samples() if any(s.loss_mask)]
+        optimizer, scheduler = adamw_with_warmup(model.parameters(), cfg.learning_rate, cfg.warmup_steps)
+        rng = random.Random(cfg.seed)
+        writer = MetricsWriter(self.out_dir, step_key="step") if self.out_dir else None
+        rows: list[dict[str, Any]] = []
+        steps_per_epoch = -(-len(samples) // cfg.batch_size)
+        bar = tqdm(total=cfg.epochs * steps_per_epoch, desc="SFT", disable=not progress_bar, unit="step")
+        model.train()
+        t0 = time.perf_counter()
+        for epoch in range(cfg.epochs):
+            order = samples[:]
+            rng.shuffle(order)
+            for start in range(0, len(order), cfg.batch_size):
+                batch = collate(order[start : start + cfg.batch_size], self.policy.pad_id)
+                batch = {k: v.to(self.policy.device) for k, v in batch.items()}
+                logp, _ = token_logprobs(model, batch["input_ids"], batch["attention_mask"], batch["loss_mask"])
+                mask = batch["loss_mask"].to(logp.dtype)
+                loss = -(logp * mask).sum() / mask.sum()
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+                optimizer.step()
+                scheduler.step()
+                row = {
+                    "step": len(rows) + 1,
+                    "epoch": epoch + 1,
+                    "loss": loss.item(),
+                    "token_accuracy": float(((logp.detach() > -0.693) * mask).sum() / mask.sum()),
+                    "time": time.perf_counter() - t0,
+                }
+                rows.append(row)
+                if writer:
+                    writer.write(row)
+                bar.update(1)
+                bar.set_postfix(loss=f"{row['loss']:.3f}")
+        bar.close()
+        if cfg.eval_split is not None:
+            env_kwargs = split_kwargs(cfg.env_id, cfg.eval_split, cfg.env_kwargs)
+            evaluation = evaluate_llm(
+                self.policy, cfg.env_id, cfg.rollout, env_kwargs=env_kwargs, episodes=cfg.eval_episodes
+            )
+            rows[-1].update({f"eval_{k}": v for k, v in evaluation.items()})
+            if writer:
+                writer.write({"step": rows[-1]["step"], **{f"eval_{k}": v for k, v in evaluation.items()}})
+        if writer:
+            writer.close()
+        if self.out_dir is not None:
+            self.policy.save_pretrained(self.out_dir / "final")
+            info = {"algorithm": "sft", "config": cfg.model_dump(mode="json"), "package_version": agentgym.__version__}
+            (self.out_dir / "config.json").write_text(json.dumps(info, indent=2) + "\n")
+            plot_learning_curves(
+                {"SFT": rows}, self.out_dir / "learning_curve.png", keys=("loss", "token_accuracy"), x="step", window=5
+            )
+        return rows
