@@ -150,7 +150,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from agentgym.demo import run_demo
 
-    run_demo(args.out, episodes=args.episodes, seed=args.seed)
+    run_demo(args.out, episodes=args.episodes, seed=args.seed, llm_steps=args.llm_steps)
     return 0
 
 
@@ -209,9 +209,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8000)
     p.set_defaults(fn=_cmd_serve)
 
-    p = sub.add_parser("demo", help="Q-learning vs SARSA on CliffWalk, with plots")
+    p = sub.add_parser("demo", help="Q-learning vs SARSA on CliffWalk, WeatherRun, and a tiny LLM, with plots")
     p.add_argument("--out", default="runs/demo")
     p.add_argument("--episodes", type=int, default=500)
+    p.add_argument("--llm-steps", type=int, default=10, help="GRPO steps of the tiny-LLM lesson (0 skips it)")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(fn=_cmd_demo)
     return parser

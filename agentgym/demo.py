@@ -5,6 +5,9 @@
    training SARSA collects more reward, because Q-learning's ε-greedy steps along the edge fall.
 2. WeatherRun — the scripted oracle, then Q-learning trained on the train split and evaluated on
    the frozen test split (cities it never saw), next to a random agent.
+3. A tiny language model (built here, ~1 M parameters) plays WeatherRun in text: SFT on oracle
+   demonstrations teaches it the tool-call format, then a few GRPO steps. A short budget: the full
+   run is ``benchmarks/grpo_weatherrun.py``.
 """
 
 from __future__ import annotations
@@ -28,11 +31,17 @@ CLIFF_SETTINGS = {"alpha": 0.1, "gamma": 1.0, "epsilon": 0.1}
 WEATHER_SETTINGS = {"alpha": 0.5, "gamma": 0.99, "epsilon": 0.2}
 
 
-def run_demo(out: str | Path = "runs/demo", *, episodes: int = 500, seed: int = 0) -> dict[str, float]:
-    """Run both lessons, print what was learned, write plots and run directories to ``out``."""
+def run_demo(
+    out: str | Path = "runs/demo", *, episodes: int = 500, seed: int = 0, llm_steps: int = 10
+) -> dict[str, float]:
+    """Run the lessons, print what was learned, write plots and run directories to ``out``.
+
+    ``llm_steps`` is the GRPO budget of the tiny-LLM lesson (0 skips it)."""
     out = Path(out)
     results = _cliff_walk(out / "cliff_walk", episodes, seed)
     results |= _weather_run(out / "weather_run", 2 * episodes, seed)
+    if llm_steps:
+        results |= _tiny_llm(out / "tiny_llm", llm_steps, seed)
     print(f"\nwrote plots and run directories under {out}/")
     return results
 
@@ -102,3 +111,40 @@ def _weather_run(out: Path, episodes: int, seed: int) -> dict[str, float]:
         title=f"Q-learning on {WEATHER} (train split)",
     )
     return {f"weather_run/{name}/success_rate": r.success_rate for name, r in reports.items()}
+
+
+def _tiny_llm(out: Path, steps: int, seed: int) -> dict[str, float]:
+    import torch
+
+    from agentgym.recipes import tiny_overrides
+    from agentgym.tiny_model import build_tiny_model
+    from agentgym.trainers.grpo import GRPO, GRPOConfig
+    from agentgym.trainers.rollout import rollout
+    from agentgym.trainers.sft import SFT, SFTConfig
+
+    print(f"\n== 3. A tiny language model plays {WEATHER} in text: SFT on oracle demonstrations, then GRPO")
+    torch.set_num_threads(min(2, torch.get_num_threads()))
+    path = build_tiny_model(out / "tiny", seed=seed)
+    sft = SFTConfig(**{**tiny_overrides("sft", WEATHER), "episodes": 1024, "eval_episodes": 50}, seed=seed)
+    sft_row = SFT(path, sft, out_dir=out / "sft").learn(progress_bar=False)[-1]
+    grpo = GRPOConfig(**tiny_overrides("grpo", WEATHER), steps=steps, checkpoint_every=0, eval_episodes=50, seed=seed)
+    trainer = GRPO(out / "sft" / "final", grpo, out_dir=out / "grpo")
+    grpo_row = trainer.learn(progress_bar=False)[-1]
+    test = {"seed": seed, "options": {"task_index": 0}}
+    greedy = grpo.rollout.model_copy(update={"temperature": 0.0})
+    episode = rollout(trainer.policy, [gym.make(WEATHER, split="test")], [test], greedy)[0]
+    print("  a test episode (greedy):")
+    for action in episode.actions:
+        print(f"    {action}")
+    print(
+        f"  after SFT on {sft.episodes} demonstrations with random decisions: format compliance "
+        f"{sft_row['eval_format_compliance']:.0%}, test success {sft_row['eval_success']:.0%}"
+    )
+    print(
+        f"  after {steps} GRPO steps: test success {grpo_row['eval_success']:.0%}. With the full budget "
+        "(benchmarks/grpo_weatherrun.py: SFT on 40,960 demonstrations, 10 min of GRPO) it goes from 50 % to 91 %."
+    )
+    return {
+        "tiny_llm/sft/format_compliance": sft_row["eval_format_compliance"],
+        "tiny_llm/grpo/success": grpo_row["eval_success"],
+    }

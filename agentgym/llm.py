@@ -116,7 +116,7 @@ class LLMPolicy:
 
     # ------------------------------------------------------------------ sampling
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def generate(
         self,
         prompts: list[list[int]],

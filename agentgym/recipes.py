@@ -19,15 +19,15 @@ from typing import Any
 
 __all__ = ["TINY", "tiny_overrides"]
 
-_ROLLOUT = {"context": "summary", "turn_template": "{summary}", "max_new_tokens": 32}
-_WEATHER_TRAINING = {"backend": "random", "synthetic_cities": True}
+_ROLLOUT = {"context": "summary", "turn_template": "{summary}", "max_new_tokens": 40, "max_turns": 4}
+_WEATHER_TRAINING = {"backend": "random", "synthetic_cities": True, "suitable_share": 0.5}
 
 TINY: dict[str, dict[str, Any]] = {
     "sft": {
         "env_id": "agentgym/WeatherRun-v0",
         "env_kwargs": _WEATHER_TRAINING,
         "rollout": _ROLLOUT,
-        "episodes": 16384,
+        "episodes": 40960,
         "epochs": 1,
         "randomize_decisions": True,
         "learning_rate": 1e-3,
@@ -38,8 +38,8 @@ TINY: dict[str, dict[str, Any]] = {
         "env_id": "agentgym/WeatherRun-v0",
         "env_kwargs": _WEATHER_TRAINING,
         "rollout": {**_ROLLOUT, "temperature": 1.0},
-        "num_generations": 8,
-        "tasks_per_step": 8,
+        "num_generations": 4,
+        "tasks_per_step": 16,
         "learning_rate": 3e-4,
         "warmup_steps": 20,
         "beta": 0.3,

@@ -34,6 +34,7 @@ import numpy as np
 from pydantic import BaseModel, ValidationError
 
 from agentgym.envs.weather_data import (
+    is_suitable,
     SNAPSHOT_V0,
     WeatherRecord,
     city_key,
@@ -105,14 +106,25 @@ def synthetic_city(rng: random.Random) -> str:
 
 class RandomWeather(SnapshotWeather):
     """A fresh (city, date, weather, AQI) every episode, drawn from the env's seeded generator: the
-    training-time randomness. One draw in five sits on a threshold edge. Cities are the split's, or,
-    with ``synthetic_cities=True``, a made-up name every episode (domain randomisation: an agent
-    trained so cannot memorise city names and must read the one it is asked about)."""
+    training-time randomness. One draw in five sits on a threshold edge; about 27 % of days are
+    suitable, or ``suitable_share`` of them when set (balanced batches keep "always no" from being a
+    good policy). Cities are the split's, or, with ``synthetic_cities=True``, a made-up name every
+    episode (domain randomisation: an agent trained so cannot memorise city names and must read
+    the one it is asked about)."""
 
-    def __init__(self, records: list[WeatherRecord], split: str, synthetic_cities: bool = False) -> None:
+    def __init__(
+        self,
+        records: list[WeatherRecord],
+        split: str,
+        synthetic_cities: bool = False,
+        suitable_share: float | None = None,
+    ) -> None:
         super().__init__(records, split)
+        if suitable_share is not None and not 0.0 <= suitable_share <= 1.0:
+            raise ValueError(f"suitable_share must be in [0, 1], got {suitable_share}")
         self._cities = sorted({r.city for r in self.tasks}, key=city_key)
         self.synthetic_cities = synthetic_cities
+        self.suitable_share = suitable_share
 
     def sample_task(self, rng: np.random.Generator, index: int | None = None) -> tuple[str, str]:
         if index is not None:
@@ -122,8 +134,12 @@ class RandomWeather(SnapshotWeather):
             city = synthetic_city(random.Random(int(rng.integers(2**31))))
         day = int(rng.integers(1, 29))
         date = f"2024-{int(rng.integers(1, 13)):02d}-{day:02d}"
-        temperature = float(rng.choice([9.9, 10.0, 25.0, 25.1])) if rng.random() < 0.2 else rng.uniform(-5, 38)
-        aqi = int(rng.choice([99, 100])) if rng.random() < 0.2 else int(math.exp(rng.normal(4.2, 0.6)))
+        want = None if self.suitable_share is None else bool(rng.random() < self.suitable_share)
+        for _ in range(1000):  # rejection sampling when a share of suitable days is asked for
+            temperature = float(rng.choice([9.9, 10.0, 25.0, 25.1])) if rng.random() < 0.2 else rng.uniform(-5, 38)
+            aqi = int(rng.choice([99, 100])) if rng.random() < 0.2 else int(math.exp(rng.normal(4.2, 0.6)))
+            if want is None or is_suitable(round(temperature, 1), max(5, aqi)) == want:
+                break
         r = random.Random(int(rng.integers(2**31)))
         record = WeatherRecord(
             city=city,

@@ -72,7 +72,8 @@ class WeatherRunEnv(ToolEnv):
       (10 other cities). ``reset(seed=s)`` picks the task; ``options={"task_index": i}`` picks task i.
     - ``"random"``: weather drawn per episode from the env's seeded generator (training diversity);
       ``synthetic_cities=True`` also makes up a new city name every episode, so a learner cannot
-      memorise names (how the tiny LLM learns to copy cities it will only meet in the test split).
+      memorise names (how the tiny LLM learns to copy cities it will only meet in the test split);
+      ``suitable_share=0.5`` balances suitable and unsuitable days (27 % suitable otherwise).
     - ``"http"``: a live API at ``base_url`` (see ``agentgym.envs.weather_backends``), with
       ``timeout``, ``retries`` and ``record=PATH`` to freeze what it fetched into a snapshot.
 
@@ -94,6 +95,7 @@ class WeatherRunEnv(ToolEnv):
         timeout: float = 2.0,
         retries: int = 2,
         synthetic_cities: bool = False,
+        suitable_share: float | None = None,
         rewards: RewardWeights | dict[str, float] | None = None,
         tool_cost: float | None = None,
         history: int = 0,
@@ -111,7 +113,7 @@ class WeatherRunEnv(ToolEnv):
         if backend == "snapshot":
             self.backend: WeatherBackend = SnapshotWeather(load_snapshot(path), split)
         elif backend == "random":
-            self.backend = RandomWeather(load_snapshot(path), split, synthetic_cities=synthetic_cities)
+            self.backend = RandomWeather(load_snapshot(path), split, synthetic_cities, suitable_share)
         elif backend == "http":
             if not base_url:
                 raise ValueError("backend='http' needs base_url, e.g. 'http://127.0.0.1:8000'")
@@ -120,8 +122,8 @@ class WeatherRunEnv(ToolEnv):
             )
         else:
             raise ValueError(f"backend must be 'snapshot', 'random' or 'http', got {backend!r}")
-        if synthetic_cities and backend != "random":
-            raise ValueError("synthetic_cities=True needs backend='random' (the snapshot's cities are fixed)")
+        if (synthetic_cities or suitable_share is not None) and backend != "random":
+            raise ValueError("synthetic_cities and suitable_share need backend='random' (the snapshot is fixed)")
         self.split = split
         self.city, self.date = "", ""
         self._menu = self._menu_for(self.city)
@@ -278,7 +280,8 @@ _STATE = re.compile(r"State: (?P<city>.+?) · temp (?P<temp>\?|-?[\d.]+°C) · A
 
 
 class WeatherOracle:
-    """The scripted expert: looks up the weather, then the air quality, then applies the rule.
+    """The scripted expert: looks up the weather, then the air quality, then applies the rule
+    (``answer`` with the numbers it used as the ``reason``, before the decision).
 
     It reads only the observation text (the state summary line), so it plays any WeatherRun env
     through the same interface a model does. ``predict(obs) -> (action_text, None)``.
@@ -294,4 +297,5 @@ class WeatherOracle:
         if m["aqi"] == "?":
             return ToolCall("get_air_quality", {"city": city}).to_text(), None
         suitable = is_suitable(float(m["temp"].rstrip("°C")), int(m["aqi"]))
-        return ToolCall("answer", {"suitable": suitable}).to_text(), None
+        reason = f"temp {m['temp']} · AQI {m['aqi']}"  # the evidence first, then the decision
+        return ToolCall("answer", {"reason": reason, "suitable": suitable}).to_text(), None

@@ -77,7 +77,7 @@ def test_bad_env_kwargs_json_is_a_usage_error(capsys):
 
 
 def test_demo_writes_plots(tmp_path, capsys):
-    assert main(["demo", "--out", str(tmp_path), "--episodes", "60"]) == 0
+    assert main(["demo", "--out", str(tmp_path), "--episodes", "60", "--llm-steps", "0"]) == 0
     out = capsys.readouterr().out
     assert "q-learning: greedy return" in out and "sarsa: greedy return" in out
     assert "oracle          100%        1.500" in out
@@ -97,3 +97,31 @@ def test_console_script():
     assert script, "the agentgym console script is not installed"
     out = subprocess.run([script, "list"], capture_output=True, text=True, check=True).stdout
     assert "agentgym/CliffWalk-v0" in out
+
+
+def test_train_sft_then_grpo_with_the_tiny_model(tmp_path, capsys):
+    sft = tmp_path / "sft"
+    args = ["train", "sft", "--model", "tiny", "--episodes", "64", "--set", "eval_episodes=8", "--out", str(sft)]
+    assert main([*args, "--no-progress"]) == 0
+    assert "format compliance" in capsys.readouterr().out
+    assert (sft / "final" / "model.safetensors").exists() and (sft / "tiny" / "tokenizer.json").exists()
+    grpo = tmp_path / "grpo"
+    args = ["train", "grpo", "--model", str(sft / "final"), "--recipe", "tiny", "--steps", "2", "--out", str(grpo)]
+    settings = ["--set", "tasks_per_step=2", "--set", "num_generations=2", "--set", "eval_episodes=4"]
+    assert main([*args, *settings, "--set", "checkpoint_every=1", "--no-progress"]) == 0
+    rows = [json.loads(line) for line in (grpo / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2] and all("eval_success" in r for r in rows)
+    config = json.loads((grpo / "config.json").read_text())["config"]
+    assert config["beta"] == 0.3 and config["rollout"]["turn_template"] == "{summary}"  # the tiny recipe
+    assert main([*args, *settings, "--steps", "3", "--resume", "--no-progress"]) == 0  # one more step
+    assert len((grpo / "metrics.jsonl").read_text().splitlines()) == 3
+
+
+def test_bad_llm_settings_fail_before_any_model_loads(tmp_path, capsys):
+    assert main(["train", "grpo", "--set", "num_generations=1", "--out", str(tmp_path)]) == 2
+    assert "num_generations: Input should be greater than or equal to 2" in capsys.readouterr().err
+    assert main(["train", "grpo", "--set", "beta=-1", "--out", str(tmp_path)]) == 2
+    assert "beta" in capsys.readouterr().err
+    assert main(["train", "grpo", "--model", str(tmp_path / "missing"), "--out", str(tmp_path / "r")]) == 2
+    assert "missing" in capsys.readouterr().err
+    assert not (tmp_path / "tiny").exists()  # nothing was built for a config that cannot run

@@ -149,6 +149,7 @@ def test_oracle_teacher_can_randomise_decisions_only(policy):
     episodes = rollout(policy, envs, resets, config, teacher=OracleTeacher(randomize_decisions=True, seed=0))
     assert all(ep.turns == 3 and ep.terminated and all(ep.canonical) for ep in episodes)
     assert all('"get_weather"' in ep.actions[0] and '"get_air_quality"' in ep.actions[1] for ep in episodes)
+    assert all('"reason": "temp ' in ep.actions[2] for ep in episodes)  # the evidence is kept, the decision is not
     success = sum(ep.success for ep in episodes) / len(episodes)
     assert 0.25 < success < 0.75  # about chance: the format is taught, the answer is not
 

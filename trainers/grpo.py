@@ -269,22 +269,29 @@ class GRPO:
 
     def _update(self, episodes: list[Episode], advantages: torch.Tensor, tied: torch.Tensor) -> dict[str, float]:
         cfg, model, device = self.config, self.policy.model, self.policy.device
-        pairs: list[tuple[Sample, float]] = [
-            (s, float(a))
-            for ep, a, t in zip(episodes, advantages.tolist(), tied.tolist(), strict=True)
-            if not (cfg.skip_zero_std and t)
-            for s in ep.samples
-            if any(s.loss_mask)
-        ]
-        if not pairs:
+        # Identical samples (same tokens; advantages of the same sign) are computed once with a weight:
+        # exact, since their ratios are equal and the clipped surrogate is linear in A for a fixed sign.
+        # After SFT most turns of a group are identical, so this removes most of the update's work.
+        merged: dict[tuple, list] = {}
+        for ep, a, t in zip(episodes, advantages.tolist(), tied.tolist(), strict=True):
+            if cfg.skip_zero_std and t:
+                continue
+            for s in ep.samples:
+                if any(s.loss_mask):
+                    entry = merged.setdefault((a > 0, tuple(s.input_ids), tuple(s.loss_mask)), [s, 0.0, 0])
+                    entry[1] += a
+                    entry[2] += 1
+        if not merged:
             return {"loss": 0.0, "kl": 0.0, "clipfrac": 0.0, "entropy": 0.0, "grad_norm": 0.0}
-        n_samples = len(pairs)
-        n_tokens = sum(sum(s.loss_mask) for s, _ in pairs)
+        unique = list(merged.values())
+        n_samples = sum(count for _, _, count in unique)
+        n_tokens = sum(count * sum(s.loss_mask) for s, _, count in unique)
         batches = []
-        for start in range(0, n_samples, cfg.micro_batch_size):
-            chunk = pairs[start : start + cfg.micro_batch_size]
-            batch = {k: v.to(device) for k, v in collate([s for s, _ in chunk], self.policy.pad_id).items()}
-            batch["advantages"] = torch.tensor([a for _, a in chunk], device=device)[:, None]
+        for start in range(0, len(unique), cfg.micro_batch_size):
+            chunk = unique[start : start + cfg.micro_batch_size]
+            batch = {k: v.to(device) for k, v in collate([s for s, _, _ in chunk], self.policy.pad_id).items()}
+            batch["advantages"] = torch.tensor([total / count for _, total, count in chunk], device=device)[:, None]
+            batch["weights"] = torch.tensor([float(count) for _, _, count in chunk], device=device)[:, None]
             with torch.no_grad():
                 if cfg.num_iterations > 1:
                     batch["old_logp"] = self._logp(model, batch)[0]
@@ -298,6 +305,7 @@ class GRPO:
             for batch in batches:
                 logp, ent = self._logp(model, batch, with_entropy=iteration == 0)
                 mask = batch["loss_mask"].to(logp.dtype)
+                weighted = mask * batch["weights"]  # each unique sample counts as many times as it occurred
                 old = batch["old_logp"] if cfg.num_iterations > 1 else logp.detach()
                 adv = batch["advantages"]
                 surrogate, ratio = clipped_surrogate(logp, old, adv, cfg.epsilon_low, cfg.epsilon_high)
@@ -305,20 +313,20 @@ class GRPO:
                 if self.reference is not None:
                     kl = kl_k3(logp, batch["ref_logp"])
                     per_token = per_token + cfg.beta * kl
-                    sums["kl"] += float((kl.detach() * mask).sum()) if iteration == 0 else 0.0
+                    sums["kl"] += float((kl.detach() * weighted).sum()) if iteration == 0 else 0.0
                 if cfg.loss_type == "grpo":
-                    loss = ((per_token * mask).sum(1) / mask.sum(1).clamp(min=1)).sum() / n_samples
+                    loss = ((per_token * weighted).sum(1) / mask.sum(1).clamp(min=1)).sum() / n_samples
                 elif cfg.loss_type == "dapo":
-                    loss = (per_token * mask).sum() / n_tokens
+                    loss = (per_token * weighted).sum() / n_tokens
                 else:
-                    loss = (per_token * mask).sum() / (n_samples * cfg.rollout.max_new_tokens)
+                    loss = (per_token * weighted).sum() / (n_samples * cfg.rollout.max_new_tokens)
                 loss.backward()
                 sums["loss"] += loss.item()
                 with torch.no_grad():
                     clipped = ((ratio < 1 - cfg.epsilon_low) & (adv < 0)) | ((ratio > 1 + cfg.epsilon_high) & (adv > 0))
-                    sums["clipped"] += float((clipped * mask).sum())
+                    sums["clipped"] += float((clipped * weighted).sum())
                     if ent is not None:
-                        sums["entropy"] += float((ent * mask).sum())
+                        sums["entropy"] += float((ent * weighted).sum())
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
             self.optimizer.step()
         self.scheduler.step()
@@ -328,6 +336,7 @@ class GRPO:
             "clipfrac": sums["clipped"] / (n_tokens * cfg.num_iterations),
             "entropy": sums["entropy"] / n_tokens,
             "grad_norm": float(grad_norm) if math.isfinite(float(grad_norm)) else float("nan"),
+            "unique_samples": len(unique) / n_samples,
         }
 
     def _logp(self, model: Any, batch: dict[str, torch.Tensor], with_entropy: bool = False):

@@ -35,6 +35,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentgym.llm import LLMPolicy
+from agentgym.tools import ToolCall
 
 __all__ = [
     "Episode",
@@ -121,10 +122,11 @@ class Episode:
 class OracleTeacher:
     """Plays each env's scripted oracle instead of sampling (demonstrations for SFT).
 
-    ``randomize_decisions=True`` replaces every oracle action by a uniformly random action from
-    the env's action menu that calls the same tool (WeatherRun: answer true/false; SQLLookup and
-    CodeSandbox: which candidate to run or submit). The demonstrations then teach the format and
-    the order of tool calls, but not the answer — so what RL adds afterwards is measurable.
+    ``randomize_decisions=True`` keeps the oracle's calls but not its decisions: each boolean
+    argument becomes a coin flip (WeatherRun: ``suitable``; the ``reason`` with the numbers stays),
+    and a call without one is replaced by a random action from the env's menu calling the same tool
+    (SQLLookup and CodeSandbox: which candidate to run or submit). The demonstrations then teach
+    the format and the order of calls, not the answer — so what RL adds afterwards is measurable.
     """
 
     def __init__(self, randomize_decisions: bool = False, seed: int = 0) -> None:
@@ -136,13 +138,14 @@ class OracleTeacher:
         base = env.unwrapped
         oracle = self._oracles.setdefault(id(base), base.oracle())
         action, _ = oracle.predict(observation)
-        if self.randomize_decisions:
-            tool = base.interpret(action).parse.calls
-            name = tool[0].name if tool else None
-            same = [a for a in base.action_menu() if (c := base.interpret(a).parse.calls) and c[0].name == name]
-            if len(same) > 1:
-                action = self.rng.choice(same)
-        return action
+        if not self.randomize_decisions or not (calls := base.interpret(action).parse.calls):
+            return action
+        call = calls[0]
+        if any(isinstance(v, bool) for v in call.arguments.values()):
+            flipped = {k: self.rng.random() < 0.5 if isinstance(v, bool) else v for k, v in call.arguments.items()}
+            return ToolCall(call.name, flipped).to_text()
+        same = [a for a in base.action_menu() if (c := base.interpret(a).parse.calls) and c[0].name == call.name]
+        return self.rng.choice(same) if len(same) > 1 else action
 
 
 def _strip_task(observation: str, task: str) -> str:
