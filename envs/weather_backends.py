@@ -34,10 +34,10 @@ import numpy as np
 from pydantic import BaseModel, ValidationError
 
 from agentgym.envs.weather_data import (
-    is_suitable,
     SNAPSHOT_V0,
     WeatherRecord,
     city_key,
+    is_suitable,
     load_snapshot,
     write_snapshot,
 )

@@ -49,7 +49,6 @@ from agentgym.trainers.optim import adamw_with_warmup
 from agentgym.trainers.rollout import (
     Episode,
     RolloutConfig,
-    Sample,
     collate,
     episode_metrics,
     evaluate_llm,
