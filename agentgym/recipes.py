@@ -26,6 +26,7 @@ TINY: dict[str, dict[str, Any]] = {
     "sft": {
         "env_id": "agentgym/WeatherRun-v0",
         "env_kwargs": _WEATHER_TRAINING,
+        "eval_env_kwargs": {},  # the frozen snapshot's test split
         "rollout": _ROLLOUT,
         "episodes": 40960,
         "epochs": 1,
@@ -37,6 +38,7 @@ TINY: dict[str, dict[str, Any]] = {
     "grpo": {
         "env_id": "agentgym/WeatherRun-v0",
         "env_kwargs": _WEATHER_TRAINING,
+        "eval_env_kwargs": {},
         "rollout": {**_ROLLOUT, "temperature": 1.0},
         "num_generations": 4,
         "tasks_per_step": 16,
@@ -50,7 +52,8 @@ TINY: dict[str, dict[str, Any]] = {
 
 def tiny_overrides(stage: str, env_id: str) -> dict[str, Any]:
     """The tiny-model settings for ``stage`` ("sft" or "grpo") on ``env_id`` (env kwargs only for WeatherRun)."""
-    settings = {k: v for k, v in TINY[stage].items() if k not in ("env_id", "env_kwargs")}
+    settings = {k: v for k, v in TINY[stage].items() if k not in ("env_id", "env_kwargs", "eval_env_kwargs")}
     if env_id == TINY[stage]["env_id"]:
         settings["env_kwargs"] = TINY[stage]["env_kwargs"]
+        settings["eval_env_kwargs"] = TINY[stage]["eval_env_kwargs"]
     return {"env_id": env_id, **settings}

@@ -113,6 +113,7 @@ def test_train_sft_then_grpo_with_the_tiny_model(tmp_path, capsys):
     assert [r["step"] for r in rows] == [1, 2] and all("eval_success" in r for r in rows)
     config = json.loads((grpo / "config.json").read_text())["config"]
     assert config["beta"] == 0.3 and config["rollout"]["turn_template"] == "{summary}"  # the tiny recipe
+    assert config["eval_env_kwargs"] == {} and config["env_kwargs"]["synthetic_cities"]  # evaluated on the snapshot
     assert main([*args, *settings, "--steps", "3", "--resume", "--no-progress"]) == 0  # one more step
     assert len((grpo / "metrics.jsonl").read_text().splitlines()) == 3
 

@@ -72,6 +72,11 @@ class GRPOConfig(BaseModel):
     env_kwargs: dict[str, Any] = Field(default_factory=dict, description="Passed to gym.make for training envs.")
     train_split: str | None = Field("train", description="Split for training episodes (envs that have splits).")
     eval_split: str | None = Field("test", description="Frozen split evaluated at every checkpoint.")
+    eval_env_kwargs: dict[str, Any] | None = Field(
+        None,
+        description="gym.make kwargs for evaluation (None: env_kwargs), e.g. {} to train on a random backend "
+        "but evaluate on the frozen snapshot.",
+    )
     rollout: RolloutConfig = Field(default_factory=RolloutConfig, description="How episodes are played.")
     num_generations: int = Field(8, ge=2, description="G: episodes per task instance (group size).")
     tasks_per_step: int = Field(8, ge=1, description="B: task instances per step; a step plays B × G episodes.")
@@ -200,7 +205,8 @@ class GRPO:
         """Greedy evaluation on the frozen ``eval_split`` (every task once unless ``episodes``)."""
         cfg = self.config
         split = split if split is not None else cfg.eval_split
-        env_kwargs = split_kwargs(cfg.env_id, split, cfg.env_kwargs)
+        eval_kwargs = cfg.env_kwargs if cfg.eval_env_kwargs is None else cfg.eval_env_kwargs
+        env_kwargs = split_kwargs(cfg.env_id, split, eval_kwargs)
         return evaluate_llm(
             self.policy, cfg.env_id, cfg.rollout, env_kwargs=env_kwargs, episodes=episodes or cfg.eval_episodes
         )

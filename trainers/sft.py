@@ -52,6 +52,9 @@ class SFTConfig(BaseModel):
     train_split: str | None = "train"
     eval_split: str | None = Field("test", description="Split evaluated (greedy) after training; None: skip.")
     eval_episodes: int | None = Field(None, ge=1, description="Evaluation episodes (None: every task once).")
+    eval_env_kwargs: dict[str, Any] | None = Field(
+        None, description="gym.make kwargs for evaluation (None: env_kwargs)."
+    )
     rollout: RolloutConfig = Field(default_factory=RolloutConfig, description="Prompt layout, as in RL.")
     data: str | None = Field(None, description="JSONL of chat transcripts to train on instead of oracle demos.")
     episodes: int = Field(256, ge=1, description="Oracle demonstration episodes.")
@@ -157,7 +160,8 @@ class SFT:
                 bar.set_postfix(loss=f"{row['loss']:.3f}")
         bar.close()
         if cfg.eval_split is not None:
-            env_kwargs = split_kwargs(cfg.env_id, cfg.eval_split, cfg.env_kwargs)
+            eval_kwargs = cfg.env_kwargs if cfg.eval_env_kwargs is None else cfg.eval_env_kwargs
+            env_kwargs = split_kwargs(cfg.env_id, cfg.eval_split, eval_kwargs)
             evaluation = evaluate_llm(
                 self.policy, cfg.env_id, cfg.rollout, env_kwargs=env_kwargs, episodes=cfg.eval_episodes
             )
