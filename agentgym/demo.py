@@ -115,6 +115,7 @@ def _weather_run(out: Path, episodes: int, seed: int) -> dict[str, float]:
 
 def _tiny_llm(out: Path, steps: int, seed: int) -> dict[str, float]:
     import torch
+    from transformers.utils import logging as transformers_logging
 
     from agentgym.recipes import tiny_overrides
     from agentgym.tiny_model import build_tiny_model
@@ -124,6 +125,7 @@ def _tiny_llm(out: Path, steps: int, seed: int) -> dict[str, float]:
 
     print(f"\n== 3. A tiny language model plays {WEATHER} in text: SFT on oracle demonstrations, then GRPO")
     torch.set_num_threads(min(2, torch.get_num_threads()))
+    transformers_logging.disable_progress_bar()  # no "Loading weights" bars between the lesson's lines
     path = build_tiny_model(out / "tiny", seed=seed)
     sft = SFTConfig(**{**tiny_overrides("sft", WEATHER), "episodes": 1024, "eval_episodes": 50}, seed=seed)
     sft_row = SFT(path, sft, out_dir=out / "sft").learn(progress_bar=False)[-1]
