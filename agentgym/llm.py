@@ -46,6 +46,7 @@ class LLMPolicy:
     stop_strings: tuple[str, ...] = (TOOL_CALL_END,)
     _stop_ids: list[int] = field(init=False, default_factory=list)
     _stop_texts: list[str] = field(init=False, default_factory=list)
+    _hidden_ids: frozenset[int] = field(init=False, default=frozenset())
 
     def __post_init__(self) -> None:
         tok = self.tokenizer
@@ -64,6 +65,8 @@ class LLMPolicy:
             else:
                 self._stop_texts.append(text)
         self._stop_ids = sorted(ids)
+        # what decode() leaves out: end-of-turn/EOS and padding, but not the </tool_call> the parser reads
+        self._hidden_ids = frozenset(ids - set(tok.encode(TOOL_CALL_END, add_special_tokens=False))) | {self.pad_id}
 
     @classmethod
     def from_pretrained(cls, name_or_path: str | Path, *, dtype: torch.dtype | None = None, **kwargs: Any) -> LLMPolicy:
@@ -107,8 +110,7 @@ class LLMPolicy:
 
     def decode(self, ids: list[int]) -> str:
         """Text of generated ids, keeping tags like ``<tool_call>`` but dropping end-of-turn/padding tokens."""
-        drop = set(self._stop_ids) - set(self.encode(TOOL_CALL_END)) | {self.pad_id}
-        return self.tokenizer.decode([i for i in ids if i not in drop], skip_special_tokens=False)
+        return self.tokenizer.decode([i for i in ids if i not in self._hidden_ids], skip_special_tokens=False)
 
     def chat_ids(self, messages: list[dict[str, str]], *, tools: list[dict] | None = None) -> list[int]:
         """Token ids of ``messages`` followed by the assistant generation prompt."""

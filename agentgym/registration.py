@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import importlib
+import inspect
+from typing import Any
 
 import gymnasium as gym
 
-__all__ = ["ENV_IDS", "register_envs", "describe"]
+__all__ = ["ENV_IDS", "describe", "make_env", "register_envs", "split_kwargs"]
 
 ENV_IDS: dict[str, dict] = {
     "agentgym/CliffWalk-v0": {
@@ -40,3 +42,20 @@ def describe(env_id: str) -> str:
     module, _, name = gym.spec(env_id).entry_point.partition(":")
     doc = getattr(importlib.import_module(module), name).__doc__ or ""
     return doc.strip().splitlines()[0] if doc.strip() else ""
+
+
+def split_kwargs(env_id: str, split: str | None, env_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``env_kwargs`` plus ``split=split`` if the env takes a split and the kwargs do not name one."""
+    kwargs = dict(env_kwargs or {})
+    if split is None or "split" in kwargs:
+        return kwargs
+    entry = gym.spec(env_id).entry_point
+    creator = gym.envs.registration.load_env_creator(entry) if isinstance(entry, str) else entry
+    if "split" in inspect.signature(creator).parameters:
+        kwargs["split"] = split
+    return kwargs
+
+
+def make_env(env_id: str, split: str | None = None, env_kwargs: dict[str, Any] | None = None) -> gym.Env:
+    """``gym.make(env_id)`` on ``split`` (for envs with splits) with ``env_kwargs``."""
+    return gym.make(env_id, **split_kwargs(env_id, split, env_kwargs))

@@ -54,20 +54,18 @@ def _without_names(text: str) -> str:
 def env_corpus(env_ids: Sequence[str] | None = None, *, episodes_per_task: int = 2) -> Iterator[str]:
     """Text the envs produce: every task's first observation, then the oracle's actions and the
     observations they lead to, on every split; plus each env's action menu (all answers)."""
-    import gymnasium as gym
-
-    from agentgym.registration import ENV_IDS
+    from agentgym.registration import ENV_IDS, make_env, split_kwargs
 
     for env_id in env_ids or ENV_IDS:
-        for split in ("train", "test"):
-            env = gym.make(env_id, split=split) if env_id != "agentgym/CliffWalk-v0" else gym.make(env_id)
+        for split in ("train", "test") if split_kwargs(env_id, "train") else (None,):
+            env = make_env(env_id, split)
             base = env.unwrapped
             oracle = base.oracle()
             tasks = base.num_tasks or 1
             for index in range(tasks):
                 for episode in range(episodes_per_task if base.num_tasks else 20):
                     options = {"task_index": index} if base.num_tasks else {}
-                    obs, info = env.reset(seed=episode, options=options)
+                    obs, _ = env.reset(seed=episode, options=options)
                     yield obs
                     yield from base.action_menu()
                     for _ in range(12):
@@ -78,8 +76,6 @@ def env_corpus(env_ids: Sequence[str] | None = None, *, episodes_per_task: int =
                         if terminated or truncated:
                             break
             env.close()
-            if env_id == "agentgym/CliffWalk-v0":
-                break
 
 
 def train_tokenizer(texts: Iterator[str] | Sequence[str], *, vocab_size: int = 4096, min_frequency: int = 2):

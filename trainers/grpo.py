@@ -43,6 +43,7 @@ import agentgym
 from agentgym.llm import LLMPolicy, token_logprobs
 from agentgym.metrics import MetricsWriter
 from agentgym.plotting import plot_learning_curves
+from agentgym.registration import make_env, split_kwargs
 from agentgym.trainers.advantages import clipped_surrogate, group_relative_advantages, kl_k3
 from agentgym.trainers.checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint
 from agentgym.trainers.optim import adamw_with_warmup
@@ -52,10 +53,8 @@ from agentgym.trainers.rollout import (
     collate,
     episode_metrics,
     evaluate_llm,
-    make_env,
     random_resets,
     rollout,
-    split_kwargs,
 )
 
 __all__ = ["GRPO", "GRPOConfig"]
@@ -118,8 +117,7 @@ class GRPO:
         reference: LLMPolicy | str | Path | None = None,
         **overrides: Any,
     ) -> None:
-        self.config = (config or GRPOConfig()).model_copy(update=overrides) if overrides else (config or GRPOConfig())
-        self.config = GRPOConfig.model_validate(self.config.model_dump())
+        self.config = GRPOConfig.model_validate({**(config or GRPOConfig()).model_dump(), **overrides})
         cfg = self.config
         self.policy = policy if isinstance(policy, LLMPolicy) else LLMPolicy.from_pretrained(policy)
         self.out_dir = Path(out_dir) if out_dir is not None else None

@@ -24,7 +24,6 @@ response cut at ``max_new_tokens`` is counted in ``Episode.clipped``.
 
 from __future__ import annotations
 
-import inspect
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -45,10 +44,8 @@ __all__ = [
     "collate",
     "episode_metrics",
     "evaluate_llm",
-    "make_env",
     "random_resets",
     "rollout",
-    "split_kwargs",
 ]
 
 
@@ -179,8 +176,9 @@ class _Run:
         if self.config.context == "append":
             ids = self.episode.samples[0].input_ids
         else:
-            history = "".join(f"Action: {a}\nResult: {r}\n" for a, r in self.past[-self.config.history :])
-            history = history + "\n" if history and self.config.history else ""
+            past = self.past[-self.config.history :] if self.config.history else []
+            history = "".join(f"Action: {a}\nResult: {r}\n" for a, r in past)
+            history += "\n" if history else ""
             text = self.config.turn_template.format(
                 task=self.task, tools=self.tools_text, history=history, summary=self.summary
             )
@@ -285,23 +283,6 @@ def rollout(
         for (run, prompt), (ids, logprobs, stopped) in zip(prompts, responses, strict=True):
             run.record(prompt, ids, logprobs, stopped)
     return [r.episode for r in runs]
-
-
-def split_kwargs(env_id: str, split: str | None, env_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
-    """``env_kwargs`` plus ``split=split`` if the env takes a split and the kwargs do not name one."""
-    kwargs = dict(env_kwargs or {})
-    if split is None or "split" in kwargs:
-        return kwargs
-    entry = gym.spec(env_id).entry_point
-    creator = gym.envs.registration.load_env_creator(entry) if isinstance(entry, str) else entry
-    if "split" in inspect.signature(creator).parameters:
-        kwargs["split"] = split
-    return kwargs
-
-
-def make_env(env_id: str, split: str | None = None, env_kwargs: dict[str, Any] | None = None) -> gym.Env:
-    """``gym.make(env_id)`` on ``split`` (for envs with splits) with ``env_kwargs``."""
-    return gym.make(env_id, **split_kwargs(env_id, split, env_kwargs))
 
 
 def random_resets(rng: random.Random, count: int, num_tasks: int | None) -> list[dict[str, Any]]:

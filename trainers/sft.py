@@ -26,6 +26,7 @@ from agentgym.data import read_jsonl
 from agentgym.llm import LLMPolicy, token_logprobs
 from agentgym.metrics import MetricsWriter
 from agentgym.plotting import plot_learning_curves
+from agentgym.registration import make_env, split_kwargs
 from agentgym.trainers.optim import adamw_with_warmup
 from agentgym.trainers.rollout import (
     OracleTeacher,
@@ -33,10 +34,8 @@ from agentgym.trainers.rollout import (
     Sample,
     collate,
     evaluate_llm,
-    make_env,
     random_resets,
     rollout,
-    split_kwargs,
 )
 
 __all__ = ["SFT", "SFTConfig", "chat_sample", "oracle_demonstrations"]
