@@ -17,12 +17,12 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
 
-__all__ = ["Generation", "LLMPolicy", "token_logprobs"]
+__all__ = ["Generation", "LLMPolicy", "TokenScores", "score_tokens", "token_logprobs"]
 
 TOOL_CALL_END = "</tool_call>"
 
@@ -226,6 +226,54 @@ def _sample(
     return token, logp.gather(-1, token[:, None]).squeeze(-1)
 
 
+class TokenScores(NamedTuple):
+    """What :func:`score_tokens` returns; each tensor is shaped like ``input_ids``, zero off the loss mask."""
+
+    logp: Tensor
+    """Log-prob of ``input_ids[:, t]`` given the tokens before it."""
+    entropy: Tensor | None
+    """Entropy of the distribution token ``t`` was drawn from (only when asked for)."""
+    values: Tensor | None
+    """``V(s_t)``, the value head on the state token ``t`` was chosen in (only with a ``value_head``)."""
+
+
+def score_tokens(
+    model: Any,
+    input_ids: Tensor,
+    attention_mask: Tensor,
+    loss_mask: Tensor,
+    *,
+    temperature: float = 1.0,
+    with_entropy: bool = False,
+    entropy_grad: bool = False,
+    value_head: torch.nn.Module | None = None,
+) -> TokenScores:
+    """The training pass over a right-padded batch: log-probs (and entropy, values) of the loss-mask tokens.
+
+    The decoder runs once; the output layer (and ``value_head``) only at the positions whose next token
+    is in the loss mask, which for agent transcripts (most tokens written by the env) saves most of the
+    cost. The hidden state that predicts token ``t`` is the state that token was chosen in, so it is
+    also where ``V(s_t)`` is read. Entropy carries gradient only with ``entropy_grad``.
+    """
+    hidden = model.get_decoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+    rows, cols = loss_mask[:, 1:].bool().nonzero(as_tuple=True)
+    state = hidden[rows, cols]  # predicts the token at cols + 1
+    logits = model.get_output_embeddings()(state).float()
+    if temperature > 0 and temperature != 1.0:
+        logits = logits / temperature
+    logp_all = logits.log_softmax(-1)
+    chosen = logp_all.gather(-1, input_ids[rows, cols + 1][:, None]).squeeze(-1)
+    zeros = torch.zeros(input_ids.shape, dtype=chosen.dtype, device=input_ids.device)
+    where = (rows, cols + 1)
+    entropy = values = None
+    if with_entropy or entropy_grad:
+        with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
+            entropy = zeros.index_put(where, -(logp_all.exp() * logp_all).sum(-1))
+    if value_head is not None:
+        values = zeros.index_put(where, value_head(state.to(value_head.weight.dtype)).squeeze(-1).float())
+    return TokenScores(zeros.index_put(where, chosen), entropy, values)
+
+
 def token_logprobs(
     model: Any,
     input_ids: Tensor,
@@ -238,23 +286,10 @@ def token_logprobs(
     """Log-prob of every token ``input_ids[:, t]`` given the tokens before it (right-padded batch).
 
     Returns ``(logp, entropy)`` shaped like ``input_ids`` with zeros where ``loss_mask`` is 0 (and at
-    position 0). The output layer runs only at the positions whose next token is in the loss mask,
-    which for agent transcripts (most tokens written by the env) saves most of its cost.
-    ``entropy`` (of the sampling distribution, no gradient) only with ``with_entropy``.
+    position 0); ``entropy`` (of the sampling distribution, no gradient) only with ``with_entropy``.
+    See :func:`score_tokens`.
     """
-    hidden = model.get_decoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-    target = loss_mask[:, 1:].bool()
-    rows, cols = target.nonzero(as_tuple=True)
-    logits = model.get_output_embeddings()(hidden[rows, cols]).float()  # predicts the token at cols + 1
-    if temperature > 0 and temperature != 1.0:
-        logits = logits / temperature
-    logp_all = logits.log_softmax(-1)
-    chosen = logp_all.gather(-1, input_ids[rows, cols + 1][:, None]).squeeze(-1)
-    logp = torch.zeros(input_ids.shape, dtype=chosen.dtype, device=input_ids.device)
-    logp = logp.index_put((rows, cols + 1), chosen)
-    entropy = None
-    if with_entropy:
-        with torch.no_grad():
-            ent = -(logp_all.exp() * logp_all).sum(-1)
-            entropy = torch.zeros_like(logp).index_put((rows, cols + 1), ent)
-    return logp, entropy
+    scores = score_tokens(
+        model, input_ids, attention_mask, loss_mask, temperature=temperature, with_entropy=with_entropy
+    )
+    return scores.logp, scores.entropy

@@ -17,7 +17,7 @@ Either flag stops the recursion from reaching into the next episode.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import torch
 from torch import Tensor
@@ -251,19 +251,21 @@ def value_loss(
     returns: Tensor,
     old_values: Tensor | None = None,
     clip_eps: float | None = None,
+    reduction: Literal["mean", "none"] = "mean",
 ) -> Tensor:
     """Critic loss ``0.5 · mean((V(s) − returns)²)``.
 
     With ``old_values`` and ``clip_eps`` it is PPO's clipped variant: ``V`` may move at most
     ``clip_eps`` from ``old_values`` before the loss stops rewarding it, and the larger of the
-    clipped and unclipped errors is used.
+    clipped and unclipped errors is used. ``reduction="none"`` returns the per-element loss (for a
+    masked average over tokens).
     """
     returns = returns.detach()
     error = (values - returns) ** 2
     if old_values is not None and clip_eps is not None:
         clipped = old_values.detach() + torch.clamp(values - old_values.detach(), -clip_eps, clip_eps)
         error = torch.max(error, (clipped - returns) ** 2)
-    return 0.5 * error.mean()
+    return 0.5 * (error if reduction == "none" else error.mean())
 
 
 def entropy(logits: Tensor) -> Tensor:

@@ -86,10 +86,15 @@ class Sample:
 
 @dataclass
 class Episode:
-    """One episode: its samples, and per turn the action text, reward and parse results."""
+    """One episode: its samples, and per turn the action text, reward and parse results.
+
+    ``observations`` holds the first observation and the observation after every action, so
+    ``observations[i]`` is what the policy answered with ``actions[i]``.
+    """
 
     reset: dict[str, Any]
     samples: list[Sample] = field(default_factory=list)
+    observations: list[str] = field(default_factory=list)
     actions: list[str] = field(default_factory=list)
     rewards: list[float] = field(default_factory=list)
     canonical: list[bool] = field(default_factory=list)
@@ -114,6 +119,17 @@ class Episode:
     @property
     def response_tokens(self) -> int:
         return sum(sum(s.loss_mask) for s in self.samples)
+
+    def transcript(self, system_prompt: str | None = None) -> list[dict[str, str]]:
+        """The episode as chat messages, ending with the last action (the outcome is left out).
+
+        This is what a reward model scores and what preference pairs store: the env's verdict after
+        the last action would give the answer away.
+        """
+        messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
+        for observation, action in zip(self.observations, self.actions, strict=False):
+            messages += [{"role": "user", "content": observation}, {"role": "assistant", "content": action}]
+        return messages
 
 
 class OracleTeacher:
@@ -157,6 +173,7 @@ class _Run:
         self.env, self.config, self.policy = env, config, policy
         self.episode = Episode(reset)
         self.observation, info = env.reset(**reset)
+        self.episode.observations.append(self.observation)
         self.tools = info.get("tools")
         self.summary = info.get("summary", self.observation)
         base = env.unwrapped
@@ -195,6 +212,7 @@ class _Run:
         text = policy.decode(ids)
         obs, reward, terminated, truncated, info = self.env.step(text)
         ep.actions.append(text)
+        ep.observations.append(obs)
         ep.rewards.append(float(reward))
         ep.canonical.append(bool(info.get("canonical", False)))
         ep.valid.append(info.get("parse_error") is None and bool(info.get("tool_calls", True)))

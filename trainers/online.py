@@ -1,0 +1,445 @@
+"""What the online RL trainers for language models (GRPO, PPO) share: the loop around a policy
+playing agentgym text envs.
+
+An :class:`OnlineTrainer` owns the policy (and, with ``beta > 0``, a frozen reference copy), a pool
+of training envs, AdamW with warm-up, the random number generators and the loop: ``train_step`` →
+metrics row → every ``checkpoint_every`` steps a checkpoint and a greedy evaluation on the frozen
+split → ``metrics.jsonl``/``.csv``, TensorBoard, ``episodes.jsonl``, ``learning_curve.png`` and
+``final/``. A subclass writes ``train_step``.
+
+**Reward sources.** An episode's reward is the env's rule-based reward, a learned reward model's
+score of the transcript, or a mix::
+
+    r_turn = env_reward_coef · r_env,turn          (every turn)
+    r_last += reward_model_coef · RM(transcript)   (the last turn; only with ``reward_model``)
+
+so SFT → reward model → PPO, the classic RLHF pipeline, is ``reward_model=PATH, env_reward_coef=0``.
+Every episode is logged to ``episodes.jsonl`` with both rewards and the env's verdict (``success``)
+for ``agentgym audit RUN_DIR``, which lists high-reward episodes the rules reject.
+
+**More than one process.** Started by ``torchrun`` or ``accelerate launch`` (``WORLD_SIZE > 1``),
+the trainer uses ``accelerate``: the training pass is wrapped in DistributedDataParallel (gloo on
+CPU, NCCL on GPUs), each rank plays its share of the step's tasks, gradients are averaged with the
+loss normalised by the global token and sample counts (so N ranks compute the same update as one
+process with the whole batch), metrics are averaged across ranks, and rank 0 alone writes files
+and evaluates. Single-process runs resume exactly; a multi-process run resumes with fresh sampling
+seeds on ranks other than 0.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import os
+import random
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from torch import Tensor
+
+import agentgym
+from agentgym.llm import LLMPolicy, TokenScores, score_tokens
+from agentgym.metrics import MetricsWriter
+from agentgym.plotting import plot_learning_curves
+from agentgym.registration import make_env, split_kwargs
+from agentgym.trainers.checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint
+from agentgym.trainers.optim import adamw_with_warmup
+from agentgym.trainers.rollout import Episode, RolloutConfig, Sample, collate, evaluate_llm
+
+__all__ = ["OnlineConfig", "OnlineTrainer", "TokenScorer"]
+
+
+class OnlineConfig(BaseModel):
+    """The settings every online LLM trainer has (GRPO and PPO add their own)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    env_id: str = Field("agentgym/WeatherRun-v0", description="A registered agentgym text env.")
+    env_kwargs: dict[str, Any] = Field(default_factory=dict, description="Passed to gym.make for training envs.")
+    train_split: str | None = Field("train", description="Split for training episodes (envs that have splits).")
+    eval_split: str | None = Field("test", description="Frozen split evaluated at every checkpoint.")
+    eval_env_kwargs: dict[str, Any] | None = Field(
+        None,
+        description="gym.make kwargs for evaluation (None: env_kwargs), e.g. {} to train on a random backend "
+        "but evaluate on the frozen snapshot.",
+    )
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig, description="How episodes are played.")
+    steps: int = Field(200, ge=1, description="Training steps (one rollout batch each).")
+    learning_rate: float = Field(1e-6, gt=0, description="Adam learning rate (1e-6–5e-6 for real models).")
+    warmup_steps: int = Field(0, ge=0, description="Linear learning-rate warm-up.")
+    weight_decay: float = Field(0.0, ge=0)
+    adam_betas: tuple[float, float] = (0.9, 0.99)
+    max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping by global norm.")
+    beta: float = Field(0.04, ge=0, description="KL coefficient to the frozen reference (0: no reference loaded).")
+    micro_batch_size: int = Field(64, ge=1, description="Samples per forward/backward (gradients accumulate).")
+    reward_model: str | None = Field(
+        None, description="Directory of a trained reward model (trainers.reward_model) scoring each transcript."
+    )
+    reward_model_coef: float = Field(1.0, description="Weight of the reward model's score (added at the last turn).")
+    env_reward_coef: float = Field(1.0, description="Weight of the env's rule-based reward (0: reward model only).")
+    log_episodes: bool = Field(True, description="Write every training episode to episodes.jsonl (for audits).")
+    checkpoint_every: int = Field(50, ge=0, description="Save + evaluate every N steps (0: only at the end).")
+    eval_episodes: int | None = Field(None, ge=1, description="Evaluation episodes (None: every test task once).")
+    seed: int = 0
+
+    @field_validator("reward_model")
+    @classmethod
+    def _reward_model_exists(cls, path: str | None) -> str | None:
+        if path is not None and not Path(path).is_dir():
+            raise ValueError(f"reward model directory {path!r} does not exist (train one with trainers.reward_model)")
+        return path
+
+
+class TokenScorer(torch.nn.Module):
+    """The training pass as one module (policy + optional value head), so DDP can wrap it.
+
+    ``forward`` is :func:`agentgym.llm.score_tokens` on a collated batch.
+    """
+
+    def __init__(self, model: torch.nn.Module, value_head: torch.nn.Module | None = None) -> None:
+        super().__init__()
+        self.model = model
+        self.value_head = value_head
+
+    def forward(
+        self, batch: dict[str, Tensor], temperature: float = 1.0, with_entropy: bool = False, entropy_grad: bool = False
+    ) -> TokenScores:
+        return score_tokens(
+            self.model,
+            batch["input_ids"],
+            batch["attention_mask"],
+            batch["loss_mask"],
+            temperature=temperature,
+            with_entropy=with_entropy,
+            entropy_grad=entropy_grad,
+            value_head=self.value_head,
+        )
+
+
+class OnlineTrainer:
+    """The loop, checkpoints, evaluation, reward sources and process group of an online LLM trainer.
+
+    Subclasses set ``algorithm``, ``config_class`` and ``curve_keys`` and implement :meth:`train_step`.
+    ``policy`` is an :class:`LLMPolicy` or a path/hub id; ``reference`` (used when ``beta > 0``)
+    defaults to a frozen copy of the starting policy.
+    """
+
+    algorithm = "online"
+    config_class: type[OnlineConfig] = OnlineConfig
+    curve_keys: tuple[str, ...] = ("reward", "success", "eval_success")
+
+    def __init__(
+        self,
+        policy: LLMPolicy | str | Path,
+        config: OnlineConfig | None = None,
+        *,
+        out_dir: str | Path | None = None,
+        reference: LLMPolicy | str | Path | None = None,
+        **overrides: Any,
+    ) -> None:
+        base = (config or self.config_class()).model_dump()
+        self.config = cfg = self.config_class.model_validate({**base, **overrides})
+        self.accelerator = _accelerator()
+        self.rank = self.accelerator.process_index if self.accelerator else 0
+        self.world_size = self.accelerator.num_processes if self.accelerator else 1
+        probe = make_env(cfg.env_id, cfg.train_split, cfg.env_kwargs)  # a bad env id fails before a model loads
+        self.num_tasks = getattr(probe.unwrapped, "num_tasks", None)
+        self.policy = policy if isinstance(policy, LLMPolicy) else LLMPolicy.from_pretrained(policy)
+        if self.accelerator:
+            self.policy.model.to(self.accelerator.device)
+        self.out_dir = Path(out_dir) if out_dir is not None else None
+        self.reference_path = str(reference) if isinstance(reference, str | Path) else self.policy.model.name_or_path
+        self.reference = None
+        if cfg.beta > 0:
+            if isinstance(reference, LLMPolicy):
+                self.reference = reference.model
+            elif isinstance(reference, str | Path):
+                self.reference = LLMPolicy.from_pretrained(reference).model.to(self.policy.device)
+            else:
+                self.reference = copy.deepcopy(self.policy.model)
+            self.reference.eval().requires_grad_(False)
+        self.reward_model = None
+        if cfg.reward_model:
+            from agentgym.trainers.reward_model import RewardModel
+
+            self.reward_model = RewardModel.from_pretrained(cfg.reward_model)
+        self.envs = [probe] + [
+            make_env(cfg.env_id, cfg.train_split, cfg.env_kwargs) for _ in range(self.envs_needed() - 1)
+        ]
+        torch.manual_seed(cfg.seed)
+        self.rng = random.Random(cfg.seed)  # the same on every rank: all ranks draw the same tasks
+        self.generator = torch.Generator().manual_seed(cfg.seed + self.rank)  # sampling differs per rank
+        self.scorer = TokenScorer(self.policy.model, self.value_head())
+        self.optimizer, self.scheduler = adamw_with_warmup(
+            self.scorer.parameters(),
+            cfg.learning_rate,
+            cfg.warmup_steps,
+            betas=cfg.adam_betas,
+            weight_decay=cfg.weight_decay,
+        )
+        self.trained = self.accelerator.prepare_model(self.scorer) if self.accelerator else self.scorer
+        self.step = 0
+        self._episode_log: list[dict[str, Any]] = []
+
+    # ------------------------------------------------------------------ for subclasses
+
+    def envs_needed(self) -> int:
+        """How many training envs this rank steps at once."""
+        raise NotImplementedError
+
+    def value_head(self) -> torch.nn.Module | None:
+        """A value head trained with the policy (PPO), or None."""
+        return None
+
+    def train_step(self) -> dict[str, Any]:
+        """Play one batch, update the policy, return the step's metrics."""
+        raise NotImplementedError
+
+    def save_extra(self, path: Path) -> None:
+        """Write anything besides the policy a checkpoint needs (PPO: the value head)."""
+
+    def load_extra(self, path: Path) -> None:
+        """Read what :meth:`save_extra` wrote."""
+
+    # ------------------------------------------------------------------ public API
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def learn(
+        self,
+        steps: int | None = None,
+        *,
+        callback: Callable[[OnlineTrainer, dict[str, Any]], bool | None] | None = None,
+        progress_bar: bool = True,
+    ) -> list[dict[str, Any]]:
+        """Train until ``steps`` (default ``config.steps``) steps are done in total; return the metric rows.
+
+        ``callback(trainer, row)`` runs after every step; returning ``False`` stops training.
+        """
+        from tqdm.auto import tqdm
+
+        total = steps if steps is not None else self.config.steps
+        writer = None
+        writes = self.out_dir is not None and self.is_main
+        if writes:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            (self.out_dir / "config.json").write_text(json.dumps(self._run_info(), indent=2) + "\n")
+            writer = MetricsWriter(self.out_dir, step_key="step", resume_after=self.step if self.step else None)
+            self._trim_episode_log()
+        rows = list(writer.rows) if writer else []
+        name = self.algorithm.upper()
+        bar = tqdm(total=total, initial=self.step, desc=name, disable=not progress_bar or not writes, unit="step")
+        try:
+            while self.step < total:
+                row = self.train_step()
+                every = self.config.checkpoint_every
+                if self.out_dir is not None and ((every and self.step % every == 0) or self.step == total):
+                    row.update(self.checkpoint())
+                rows.append(row)
+                if writer:
+                    writer.write(row)
+                if self.out_dir is not None and self.config.log_episodes:
+                    self._flush_episode_log()  # a collective: every rank calls it
+                bar.update(1)
+                bar.set_postfix(reward=f"{row['reward']:.2f}", success=f"{row['success']:.2f}", kl=f"{row['kl']:.3f}")
+                if callback is not None and callback(self, row) is False:
+                    break
+        finally:
+            bar.close()
+            if writer:
+                writer.close()
+        if writes:
+            self.save(self.out_dir / "final")
+            plot_learning_curves(
+                {name: rows},
+                self.out_dir / "learning_curve.png",
+                keys=self.curve_keys,
+                x="step",
+                window=10,
+                title=f"{name} on {self.config.env_id}",
+                floor=None,
+            )
+        return rows
+
+    def evaluate(self, *, split: str | None = None, episodes: int | None = None) -> dict[str, float]:
+        """Greedy evaluation on the frozen ``eval_split`` (every task once unless ``episodes``)."""
+        cfg = self.config
+        split = split if split is not None else cfg.eval_split
+        eval_kwargs = cfg.env_kwargs if cfg.eval_env_kwargs is None else cfg.eval_env_kwargs
+        env_kwargs = split_kwargs(cfg.env_id, split, eval_kwargs)
+        return evaluate_llm(
+            self.policy, cfg.env_id, cfg.rollout, env_kwargs=env_kwargs, episodes=episodes or cfg.eval_episodes
+        )
+
+    def save(self, path: str | Path) -> None:
+        """Save the policy (Hugging Face format) and any extra state, e.g. a value head."""
+        path = Path(path)
+        self.policy.save_pretrained(path)
+        self.save_extra(path)
+
+    def checkpoint(self) -> dict[str, float]:
+        """Save ``checkpoints/step-N`` and evaluate it (rank 0); returns the evaluation as ``eval_*`` metrics."""
+        assert self.out_dir is not None
+        if not self.is_main:
+            return {}
+        path = save_checkpoint(
+            self.out_dir / "checkpoints" / f"step-{self.step:06d}",
+            self.policy,
+            step=self.step,
+            optimizer=self.optimizer,
+            scheduler=self.scheduler,
+            generator=self.generator,
+            rng=self.rng,
+            extra={"reference": self.reference_path},
+        )
+        self.save_extra(path)
+        return {f"eval_{k}": v for k, v in self.evaluate().items()}
+
+    @classmethod
+    def resume(cls, run_dir: str | Path, checkpoint: str | Path | None = None, **overrides: Any) -> OnlineTrainer:
+        """Continue a run from its latest checkpoint (or ``checkpoint``): weights, optimizer, RNGs, step."""
+        run_dir = Path(run_dir)
+        ckpt = Path(checkpoint) if checkpoint else latest_checkpoint(run_dir)
+        if ckpt is None:
+            raise FileNotFoundError(f"no checkpoint under {run_dir}/checkpoints; nothing to resume")
+        info = json.loads((run_dir / "config.json").read_text())
+        if info.get("algorithm") != cls.algorithm:
+            raise ValueError(f"{run_dir} is a {info.get('algorithm')} run, not {cls.algorithm}")
+        config = cls.config_class.model_validate({**info["config"], **overrides})
+        trainer = cls(ckpt, config, out_dir=run_dir, reference=info.get("reference") if config.beta > 0 else None)
+        trainer.load_extra(ckpt)
+        state = load_trainer_state(
+            ckpt, optimizer=trainer.optimizer, scheduler=trainer.scheduler, generator=trainer.generator, rng=trainer.rng
+        )
+        if trainer.rank:
+            trainer.generator.manual_seed(config.seed + trainer.rank + state["step"])
+        trainer.step = state["step"]
+        trainer.reference_path = info.get("reference")
+        return trainer
+
+    # ------------------------------------------------------------------ helpers for train_step
+
+    def shard(self, items: list[Any]) -> list[Any]:
+        """This rank's share of a list every rank built identically."""
+        return items[self.rank :: self.world_size]
+
+    def turn_rewards(self, episodes: list[Episode]) -> list[list[float]]:
+        """Each episode's per-turn training rewards from the configured reward sources (see module doc)."""
+        cfg = self.config
+        rewards = [[cfg.env_reward_coef * r for r in ep.rewards] for ep in episodes]
+        scores = self.reward_model.score_episodes(episodes) if self.reward_model is not None else None
+        for i, ep in enumerate(episodes):
+            if scores is not None and rewards[i]:
+                rewards[i][-1] += cfg.reward_model_coef * scores[i]
+            if cfg.log_episodes and self.out_dir is not None:
+                self._episode_log.append(
+                    {
+                        "step": self.step + 1,
+                        "reset": ep.reset,
+                        "reward": sum(rewards[i]),
+                        "env_reward": ep.total_reward,
+                        "rm_reward": None if scores is None else scores[i],
+                        "success": ep.success,
+                        "turns": ep.turns,
+                        "response_tokens": ep.response_tokens,
+                        "canonical": ep.canonical,
+                        "valid": ep.valid,
+                        "truncation": ep.truncation,
+                        "clipped": ep.clipped,
+                        "actions": ep.actions,
+                    }
+                )
+        return rewards
+
+    def reference_logp(self, batch: dict[str, Tensor]) -> Tensor:
+        with torch.no_grad():
+            return score_tokens(
+                self.reference,
+                batch["input_ids"],
+                batch["attention_mask"],
+                batch["loss_mask"],
+                temperature=self.config.rollout.temperature,
+            ).logp
+
+    def batch(self, samples: list[Sample]) -> dict[str, Tensor]:
+        return {k: v.to(self.policy.device) for k, v in collate(samples, self.policy.pad_id).items()}
+
+    def sum_across_ranks(self, *values: float) -> list[float]:
+        """Element-wise sums over all ranks (the values themselves in one process)."""
+        if self.accelerator is None:
+            return list(values)
+        tensor = torch.tensor(values, dtype=torch.float64, device=self.accelerator.device)
+        return self.accelerator.reduce(tensor, reduction="sum").tolist()
+
+    def mean_across_ranks(self, row: dict[str, Any]) -> dict[str, Any]:
+        """Average a metrics row's numbers over ranks (NaNs count as 0)."""
+        if self.accelerator is None:
+            return row
+        keys = [k for k, v in row.items() if isinstance(v, int | float) and k != "step"]
+        sums = self.sum_across_ranks(*[float(row[k]) if row[k] == row[k] else 0.0 for k in keys])
+        return {**row, **{k: s / self.world_size for k, s in zip(keys, sums, strict=True)}}
+
+    @contextlib.contextmanager
+    def gradient_sync(self, sync: bool) -> Iterator[None]:
+        """Accumulate gradients locally (``sync=False``) or all-reduce them in this backward (``True``).
+
+        Every rank must run exactly one synced backward per optimizer step.
+        """
+        if self.accelerator is None or sync:
+            yield
+        else:
+            with self.accelerator.no_sync(self.trained):
+                yield
+
+    def optimizer_step(self) -> float:
+        """Clip gradients, step the optimizer; returns the gradient norm before clipping."""
+        params = [p for p in self.scorer.parameters() if p.requires_grad]
+        norm = float(torch.nn.utils.clip_grad_norm_(params, self.config.max_grad_norm))
+        self.optimizer.step()
+        return norm
+
+    # ------------------------------------------------------------------ files
+
+    def _run_info(self) -> dict[str, Any]:
+        return {
+            "algorithm": self.algorithm,
+            "config": self.config.model_dump(mode="json"),
+            "reference": self.reference_path,
+            "world_size": self.world_size,
+            "package_version": agentgym.__version__,
+        }
+
+    def _flush_episode_log(self) -> None:
+        episodes = self._episode_log
+        if self.accelerator is not None:
+            from accelerate.utils import gather_object
+
+            episodes = gather_object([episodes])
+            episodes = [e for part in episodes for e in part]
+        self._episode_log = []
+        if self.is_main and episodes and self.out_dir is not None:
+            with (self.out_dir / "episodes.jsonl").open("a", encoding="utf-8") as f:
+                f.writelines(json.dumps(e, ensure_ascii=False) + "\n" for e in episodes)
+
+    def _trim_episode_log(self) -> None:
+        """On resume, drop logged episodes of steps after the checkpoint (they are played again)."""
+        path = self.out_dir / "episodes.jsonl"
+        if path.exists():
+            lines = path.read_text(encoding="utf-8").splitlines()
+            keep = [line for line in lines if json.loads(line)["step"] <= self.step]
+            path.write_text("".join(line + "\n" for line in keep), encoding="utf-8")
+
+
+def _accelerator() -> Any:
+    """An ``accelerate.Accelerator`` when started by torchrun/accelerate with several processes, else None."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return None
+    from accelerate import Accelerator
+
+    return Accelerator(cpu=not torch.cuda.is_available())
