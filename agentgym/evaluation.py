@@ -1,8 +1,29 @@
-"""Evaluate a policy on an env: returns, success rate, episode lengths, reproducibility metadata."""
+"""Evaluate an agent on an env: success, returns, format, tokens, and what is needed to reproduce them.
+
+:func:`evaluate_agent` is the benchmark runner behind ``agentgym eval``: it plays an agent given as a
+spec string on a registered env, writes every episode to ``out_dir/episodes.jsonl`` as it ends, can
+resume a killed run, and returns (and writes) a :class:`~agentgym.reports.RunSummary`::
+
+    from agentgym.evaluation import evaluate_agent
+
+    summary = evaluate_agent("agentgym/WeatherRun-v0", "oracle", split="test", out_dir="runs/oracle")
+    summary.success_rate, summary.success_ci95        # 1.0, (0.963, 1.0)
+
+Agent specs: ``random``, ``oracle``, ``qtable:PATH``, ``torch:PATH`` (see :func:`make_agent`),
+``hf:PATH_OR_HUB_ID`` (a causal LM played by :func:`agentgym.trainers.rollout.rollout`, greedy by
+default) and ``openai:MODEL@BASE_URL`` (an OpenAI-compatible endpoint, :mod:`agentgym.openai_agent`).
+:func:`evaluate` is the plain in-memory loop for any policy object.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import json
+import math
+import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -10,9 +31,13 @@ import numpy as np
 from pydantic import BaseModel
 
 import agentgym
-from agentgym.wrappers import as_discrete
+from agentgym.registration import split_kwargs
+from agentgym.reports import EpisodeRecord, RunConfig, RunSummary, Timing, load_episodes, summarize, write_json
+from agentgym.wrappers import DiscreteToolActions, as_discrete
 
-__all__ = ["EvalReport", "RandomAgent", "evaluate", "make_agent"]
+__all__ = ["EvalReport", "RandomAgent", "evaluate", "evaluate_agent", "make_agent", "model_source"]
+
+AGENT_SPECS = "'random', 'oracle', 'qtable:PATH', 'torch:PATH', 'hf:PATH_OR_HUB_ID' or 'openai:MODEL@BASE_URL'"
 
 
 class EvalReport(BaseModel):
@@ -98,6 +123,8 @@ def make_agent(spec: str, env: gym.Env, seed: int | None = None) -> tuple[Any, g
     ``torch:PATH`` (a saved REINFORCE or PPO agent, taking its most likely action).
     """
     kind, _, arg = spec.partition(":")
+    if kind in ("hf", "openai"):
+        raise ValueError(f"{kind}: agents play many episodes at once; use evaluate_agent({spec!r}, ...)")
     if kind == "oracle":
         return env.unwrapped.oracle(), env
     if kind == "random":
@@ -119,4 +146,346 @@ def make_agent(spec: str, env: gym.Env, seed: int | None = None) -> tuple[Any, g
             raise ValueError(f"{arg} holds no REINFORCE or PPO checkpoint (algorithm {algorithm!r})")
         agent = agent_cls.load(arg, env)
         return agent, agent.env
-    raise ValueError(f"unknown agent spec {spec!r}; use 'random', 'oracle', 'qtable:PATH' or 'torch:PATH'")
+    raise ValueError(f"unknown agent spec {spec!r}; use {AGENT_SPECS}")
+
+
+# ---------------------------------------------------------------------------------------------------- benchmark runs
+
+
+def model_source(name_or_path: str | Path) -> str:
+    """A model directory or hub id for ``from_pretrained``; FileNotFoundError if it is written as a path
+    (starting with ``/``, ``.`` or ``~``, or existing) that is not a directory."""
+    text = str(name_or_path)
+    if not text:
+        raise ValueError("hf: needs a model directory or hub id, e.g. hf:Qwen/Qwen2.5-0.5B-Instruct")
+    path = Path(text).expanduser()
+    if text.startswith(("/", ".", "~")) or path.exists():
+        if not path.is_dir():
+            raise FileNotFoundError(f"no model directory at {text} (give a from_pretrained directory or a hub id)")
+        return str(path)
+    return text
+
+
+def _run_async(coro: Any) -> Any:
+    """``asyncio.run(coro)``, also from inside a running event loop (a notebook): then in a worker thread."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+class _Player:
+    """How one kind of agent plays a list of ``(index, reset)`` jobs; built (and validated) before any run."""
+
+    settings: dict[str, Any]
+    concurrency: int = 1  # episodes played at once
+
+    def play(self, jobs: list[tuple[int, dict[str, Any]]], emit: Callable[[EpisodeRecord], None]) -> None:
+        raise NotImplementedError
+
+
+class _PolicyPlayer(_Player):
+    """An object with ``predict(obs)`` (or a callable) stepping one env, one episode after another."""
+
+    def __init__(self, policy: Any, env: gym.Env, max_steps: int = 10_000) -> None:
+        self.policy, self.env, self.max_steps = policy, env, max_steps
+        self.settings = {}
+
+    def play(self, jobs: list[tuple[int, dict[str, Any]]], emit: Callable[[EpisodeRecord], None]) -> None:
+        policy, env = self.policy, self.env
+        act = (lambda o: policy.predict(o, deterministic=True)[0]) if hasattr(policy, "predict") else policy
+        discrete = env if isinstance(env, DiscreteToolActions) else None
+        for index, reset in jobs:
+            if isinstance(policy, RandomAgent):  # each episode's actions depend on its index only (resumable)
+                policy.action_space.seed(reset["seed"])
+            obs, info = env.reset(**reset)
+            record = EpisodeRecord(index=index, reset=reset)
+            record.observations.append(info["text"] if discrete else str(obs))
+            for _ in range(self.max_steps):
+                action = act(obs)
+                text = discrete.menu[int(action)] if discrete else str(action)
+                obs, reward, terminated, truncated, info = env.step(action)
+                record.step(text, info["text"] if discrete else str(obs), reward, info)
+                if terminated or truncated:
+                    record.terminated = bool(terminated)
+                    record.truncation = None if terminated else "time_limit"
+                    break
+            else:
+                record.truncation = "max_steps"
+            emit(record)
+
+
+class _HFPlayer(_Player):
+    """A causal LM playing ``batch_size`` episodes at a time in lock-step (``agentgym.trainers.rollout.rollout``)."""
+
+    def __init__(
+        self, source: str, sampling: dict[str, Any], env_factory: Callable[[], gym.Env], batch_size: int
+    ) -> None:
+        import torch
+
+        from agentgym.trainers.rollout import RolloutConfig
+
+        options = dict(sampling)
+        device = str(options.pop("device", "cuda" if torch.cuda.is_available() else "cpu"))
+        dtype = str(options.pop("dtype", "float32"))
+        if not isinstance(getattr(torch, dtype, None), torch.dtype):
+            raise ValueError(f"dtype must name a torch dtype such as 'float32' or 'bfloat16', got {dtype!r}")
+        self.config = RolloutConfig.model_validate({"temperature": 0.0, **options})  # greedy unless told
+        self.source, self.device, self.dtype = source, device, dtype
+        self.env_factory, self.batch_size = env_factory, batch_size
+        self.concurrency = batch_size
+        self.settings = {**self.config.model_dump(), "device": device, "dtype": dtype}
+
+    def play(self, jobs: list[tuple[int, dict[str, Any]]], emit: Callable[[EpisodeRecord], None]) -> None:
+        import torch
+
+        from agentgym.llm import LLMPolicy
+        from agentgym.trainers.rollout import rollout
+
+        if not jobs:
+            return
+        policy = LLMPolicy.from_pretrained(self.source, dtype=getattr(torch, self.dtype))
+        policy.model.to(self.device)
+        envs = [self.env_factory() for _ in range(min(self.batch_size, len(jobs)))]
+        try:
+            for start in range(0, len(jobs), self.batch_size):
+                chunk = jobs[start : start + self.batch_size]
+                generator = None
+                if self.config.temperature > 0:  # seeded by the batch's first episode
+                    generator = torch.Generator(device=self.device).manual_seed(chunk[0][1]["seed"])
+                resets = [reset for _, reset in chunk]
+                episodes = rollout(policy, envs[: len(chunk)], resets, self.config, generator=generator)
+                for (index, reset), ep in zip(chunk, episodes, strict=True):
+                    record = EpisodeRecord(
+                        index=index,
+                        reset=reset,
+                        observations=ep.observations,
+                        actions=ep.actions,
+                        rewards=ep.rewards,
+                        canonical=ep.canonical,
+                        valid=ep.valid,
+                        success=ep.success,
+                        terminated=ep.terminated,
+                        truncation=ep.truncation,
+                        prompt_tokens=_prompt_tokens(ep.samples),
+                        completion_tokens=ep.response_tokens,
+                    )
+                    emit(record)
+        finally:
+            for env in envs:
+                env.close()
+
+
+def _prompt_tokens(samples: list[Any]) -> int:
+    """Prompt tokens summed over turns: each response's context length (as an API would bill them)."""
+    total = 0
+    for sample in samples:
+        mask = sample.loss_mask
+        total += sum(i for i in range(len(mask)) if mask[i] and (i == 0 or not mask[i - 1]))
+    return total
+
+
+class _OpenAIPlayer(_Player):
+    """An OpenAI-compatible endpoint, ``concurrency`` episodes in flight (``agentgym.openai_agent.OpenAIAgent``)."""
+
+    def __init__(self, config: Any, env_factory: Callable[[], gym.Env], concurrency: int, seed: int) -> None:
+        self.config, self.env_factory, self.concurrency, self.seed = config, env_factory, concurrency, seed
+        self.settings = config.settings()
+
+    def play(self, jobs: list[tuple[int, dict[str, Any]]], emit: Callable[[EpisodeRecord], None]) -> None:
+        from agentgym.openai_agent import OpenAIAgent
+
+        agent = OpenAIAgent(self.config, seed=self.seed)
+        _run_async(agent.play_all(self.env_factory, jobs, concurrency=self.concurrency, on_episode=emit, check=False))
+
+
+def _player(
+    spec: str,
+    env: gym.Env,
+    env_factory: Callable[[], gym.Env],
+    *,
+    seed: int,
+    concurrency: int,
+    sampling: dict[str, Any],
+    api_key_env: str | None,
+) -> _Player:
+    kind, _, arg = spec.partition(":")
+    if kind == "hf":
+        return _HFPlayer(model_source(arg), sampling, env_factory, concurrency)
+    if kind == "openai":
+        import os
+
+        from agentgym.openai_agent import OpenAIConfig, check_endpoint, parse_spec
+
+        model, base_url = parse_spec(arg)
+        values = {"model": model, "base_url": base_url, **sampling}
+        if api_key_env:
+            if api_key_env not in os.environ:
+                raise ValueError(f"the API key variable {api_key_env} is not set")
+            values["api_key_env"] = api_key_env
+        config = OpenAIConfig.model_validate(values)
+        check_endpoint(config)
+        return _OpenAIPlayer(config, env_factory, concurrency, seed)
+    if sampling:
+        raise ValueError(f"sampling settings apply to hf: and openai: agents, not {spec!r}")
+    policy, view = make_agent(spec, env, seed=seed)
+    return _PolicyPlayer(policy, view)
+
+
+def evaluate_agent(
+    env_id: str,
+    agent: str,
+    *,
+    episodes: int | None = None,
+    seed: int = 0,
+    split: str | None = None,
+    env_kwargs: dict[str, Any] | None = None,
+    out_dir: str | Path | None = None,
+    resume: bool = False,
+    concurrency: int = 8,
+    sampling: dict[str, Any] | None = None,
+    api_key_env: str | None = None,
+    callback: Callable[[EpisodeRecord], None] | None = None,
+    progress_bar: bool = False,
+) -> RunSummary:
+    """Play ``agent`` (a spec string, see the module docstring) on ``env_id`` and summarise the run.
+
+    Episode ``i`` is ``env.reset(seed=seed + i)``; with ``episodes=None`` an env with a fixed task
+    list plays each task once (episode ``i`` is task ``i``), other envs play 10 episodes. ``split``
+    sets the env's ``split`` argument where it has one (``env_kwargs`` may also name it).
+
+    ``out_dir`` gets ``run.json``, ``episodes.jsonl`` (one record per finished episode, flushed as it
+    ends) and ``summary.json``; without it nothing is written. ``resume=True`` continues the run in
+    ``out_dir``: episodes already recorded without an error are not played again (the settings must
+    match; ``episodes`` may grow). ``concurrency``: episodes in flight (``openai:``) or the batch size
+    (``hf:``); the other agents play one episode at a time. ``sampling``: settings of an ``hf:`` agent
+    (:class:`~agentgym.trainers.rollout.RolloutConfig` fields, plus ``device`` and ``dtype``; greedy
+    by default) or an ``openai:`` agent (:class:`~agentgym.openai_agent.OpenAIConfig` fields);
+    ``api_key_env`` names the variable holding the endpoint's key. ``callback(record)`` is called
+    after each episode is written; if it raises, the run stops there (and can be resumed).
+
+    Bad settings, a missing model and an unreachable endpoint raise before any episode is played.
+    """
+    if episodes is not None and episodes < 1:
+        raise ValueError(f"episodes must be at least 1, got {episodes}")
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be at least 1, got {concurrency}")
+    if resume and out_dir is None:
+        raise ValueError("resume needs out_dir, the directory of the run to continue")
+    kwargs = split_kwargs(env_id, split, env_kwargs)
+    probe = gym.make(env_id, **kwargs)
+    try:
+        base = probe.unwrapped
+        num_tasks = getattr(base, "num_tasks", None)
+        all_tasks = episodes is None and bool(num_tasks)
+        n = num_tasks if all_tasks else (episodes or 10)
+        resets = [{"seed": seed + i, **({"options": {"task_index": i}} if all_tasks else {})} for i in range(n)]
+        player = _player(
+            agent,
+            probe,
+            lambda: gym.make(env_id, **kwargs),
+            seed=seed,
+            concurrency=concurrency,
+            sampling=dict(sampling or {}),
+            api_key_env=api_key_env,
+        )
+        config = RunConfig(
+            env_id=env_id,
+            env_kwargs=_plain(kwargs),
+            split=kwargs.get("split"),
+            agent=agent,
+            agent_settings=_plain(player.settings),
+            seed=seed,
+            episodes=n,
+            all_tasks=all_tasks,
+        )
+        previous = _prepare_out_dir(Path(out_dir), config, resume) if out_dir is not None else []
+        finished = {r.index for r in previous if r.error is None}
+        jobs = [(i, resets[i]) for i in range(n) if i not in finished]
+        records = list(previous)
+        start = time.perf_counter()
+        with _EpisodeLog(out_dir, records, len(jobs), agent, progress_bar, callback) as log:
+            player.play(jobs, log.write)
+        wall = time.perf_counter() - start
+        summary = summarize(
+            records,
+            config,
+            env_version=probe.spec.version if probe.spec else None,
+            data_checksum=getattr(base, "data_checksum", None),
+            package_version=agentgym.__version__,
+            timing=Timing(
+                wall_s=round(wall, 4),
+                episodes_run=len(jobs),
+                episodes_per_s=round(len(jobs) / wall, 4) if wall > 0 else math.inf,
+                concurrency=player.concurrency,
+            ),
+        )
+        if out_dir is not None:
+            write_json(Path(out_dir) / "summary.json", summary)
+        return summary
+    finally:
+        probe.close()
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as plain JSON data (paths and other objects as strings), so it compares equal after a round trip."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def _prepare_out_dir(out: Path, config: RunConfig, resume: bool) -> list[EpisodeRecord]:
+    """Check ``out`` against ``config``, write ``run.json``, and return the records already there (resume)."""
+    out.mkdir(parents=True, exist_ok=True)
+    episodes, run = out / "episodes.jsonl", out / "run.json"
+    previous: list[EpisodeRecord] = []
+    if resume:
+        if run.exists():
+            other = RunConfig.model_validate_json(run.read_text(encoding="utf-8"))
+            if problem := config.mismatch(other):
+                raise ValueError(
+                    f"{out} holds a different run ({problem}); resume it with its settings or use another out dir"
+                )
+        previous = load_episodes(episodes)
+    elif episodes.exists() and episodes.stat().st_size:
+        raise ValueError(f"{out} already holds episodes; resume that run (--resume) or choose another out dir")
+    write_json(run, config)
+    return previous
+
+
+class _EpisodeLog:
+    """Appends each finished episode to ``episodes.jsonl`` (flushed), keeps it, ticks the bar, calls back."""
+
+    def __init__(
+        self,
+        out_dir: str | Path | None,
+        records: list[EpisodeRecord],
+        total: int,
+        label: str,
+        progress_bar: bool,
+        callback: Callable[[EpisodeRecord], None] | None,
+    ) -> None:
+        self.path = Path(out_dir) / "episodes.jsonl" if out_dir is not None else None
+        self.records, self.callback = records, callback
+        self.total, self.label, self.progress_bar = total, label, progress_bar
+
+    def __enter__(self) -> _EpisodeLog:
+        from tqdm.auto import tqdm
+
+        self.file = self.path.open("a", encoding="utf-8") if self.path is not None else None
+        self.bar = tqdm(total=self.total, desc=self.label, unit="episode", disable=not self.progress_bar)
+        return self
+
+    def write(self, record: EpisodeRecord) -> None:
+        if self.file is not None:
+            self.file.write(record.model_dump_json() + "\n")
+            self.file.flush()
+        self.records.append(record)
+        self.bar.update(1)
+        if self.callback is not None:
+            self.callback(record)
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.close()
+        if self.file is not None:
+            self.file.close()

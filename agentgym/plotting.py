@@ -63,7 +63,7 @@ def plot_learning_curves(
     for ax, key in zip(axes[0], keys, strict=True):
         lowest = []
         for label, rows in runs.items():
-            pts = [(row[x], row[key]) for row in rows if key in row]
+            pts = [(row[x], row[key]) for row in rows if key in row and np.isfinite(row[key])]
             if not pts:
                 continue
             xs, ys = map(np.asarray, zip(*pts, strict=True))

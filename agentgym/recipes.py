@@ -47,11 +47,24 @@ TINY: dict[str, dict[str, Any]] = {
         "beta": 0.3,
         "loss_type": "dapo",
     },
+    "ppo": {  # as many episodes per step as GRPO's 16 × 4; benchmarks/ppo_vs_grpo.py compares the two
+        "env_id": "agentgym/WeatherRun-v0",
+        "env_kwargs": _WEATHER_TRAINING,
+        "eval_env_kwargs": {},
+        "rollout": {**_ROLLOUT, "temperature": 1.0},
+        "episodes_per_step": 64,
+        "learning_rate": 3e-4,
+        "warmup_steps": 20,
+        "beta": 0.05,
+        "vf_coef": 0.1,
+        "ppo_epochs": 2,
+        "num_minibatches": 2,
+    },
 }
 
 
 def tiny_overrides(stage: str, env_id: str) -> dict[str, Any]:
-    """The tiny-model settings for ``stage`` ("sft" or "grpo") on ``env_id`` (env kwargs only for WeatherRun)."""
+    """The tiny-model settings for ``stage`` ("sft", "grpo", "ppo") on ``env_id`` (env kwargs only for WeatherRun)."""
     settings = {k: v for k, v in TINY[stage].items() if k not in ("env_id", "env_kwargs", "eval_env_kwargs")}
     if env_id == TINY[stage]["env_id"]:
         settings["env_kwargs"] = TINY[stage]["env_kwargs"]

@@ -116,6 +116,12 @@ def test_train_sft_then_grpo_with_the_tiny_model(tmp_path, capsys):
     assert config["eval_env_kwargs"] == {} and config["env_kwargs"]["synthetic_cities"]  # evaluated on the snapshot
     assert main([*args, *settings, "--steps", "3", "--resume", "--no-progress"]) == 0  # one more step
     assert len((grpo / "metrics.jsonl").read_text().splitlines()) == 3
+    ppo = tmp_path / "ppo"
+    args = ["train", "llm-ppo", "--model", str(sft / "final"), "--steps", "1", "--out", str(ppo), "--no-progress"]
+    assert main([*args, "--set", "episodes_per_step=4", "--set", "eval_episodes=4"]) == 0
+    config = json.loads((ppo / "config.json").read_text())
+    assert config["algorithm"] == "ppo" and config["config"]["episodes_per_step"] == 4
+    assert (ppo / "final" / "value_head.pt").exists() and len((ppo / "episodes.jsonl").read_text().splitlines()) == 4
 
 
 def test_bad_llm_settings_fail_before_any_model_loads(tmp_path, capsys):
@@ -126,3 +132,16 @@ def test_bad_llm_settings_fail_before_any_model_loads(tmp_path, capsys):
     assert main(["train", "grpo", "--model", str(tmp_path / "missing"), "--out", str(tmp_path / "r")]) == 2
     assert "missing" in capsys.readouterr().err
     assert not (tmp_path / "tiny").exists()  # nothing was built for a config that cannot run
+    assert main(["train", "llm-ppo", "--set", f"reward_model={tmp_path / 'no-rm'}", "--out", str(tmp_path)]) == 2
+    assert "reward model directory" in capsys.readouterr().err and not (tmp_path / "tiny").exists()
+
+
+def test_a_model_without_chat_template_is_refused(tiny_model_path, tmp_path, capsys):
+    bare = tmp_path / "bare"
+    shutil.copytree(tiny_model_path, bare)
+    (bare / "chat_template.jinja").unlink()
+    config = json.loads((bare / "tokenizer_config.json").read_text())
+    config.pop("chat_template", None)
+    (bare / "tokenizer_config.json").write_text(json.dumps(config))
+    assert main(["train", "grpo", "--model", str(bare), "--out", str(tmp_path / "run"), "--no-progress"]) == 2
+    assert "no chat template" in capsys.readouterr().err and not (tmp_path / "run").exists()

@@ -1,0 +1,363 @@
+"""The OpenAI-compatible agent against real HTTP servers on 127.0.0.1: `agentgym serve model` (scripted
+oracle and the tiny model), and purpose-built misbehaving servers. No mocked transport."""
+
+import asyncio
+import json
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import gymnasium as gym
+import httpx
+import pytest
+
+from agentgym.cli import main
+from agentgym.evaluation import evaluate_agent
+from agentgym.model_server import LLMResponder, ModelServer, ScriptedResponder, to_choice
+from agentgym.openai_agent import OpenAIAgent, OpenAIConfig
+from agentgym.reports import load_episodes
+
+WEATHER = "agentgym/WeatherRun-v0"
+FAST_RETRIES = {"max_retries": 2, "backoff": 0.01, "max_backoff": 0.05}
+
+
+@pytest.fixture(scope="module")
+def oracle_server():
+    with ModelServer(ScriptedResponder(WEATHER, split="test")) as server:
+        yield server
+
+
+def openai_eval(url, **kwargs):
+    return evaluate_agent(WEATHER, f"openai:oracle@{url}", split="test", **kwargs)
+
+
+def test_scripted_server_answers_with_native_tool_calls(oracle_server):
+    env = gym.make(WEATHER, split="test")
+    obs, info = env.reset(seed=0)
+    body = {"model": "x", "messages": [{"role": "user", "content": obs}], "tools": info["tools"]}
+    reply = httpx.post(f"{oracle_server.url}/chat/completions", json=body, timeout=5).json()
+    choice = reply["choices"][0]
+    assert choice["finish_reason"] == "tool_calls" and choice["message"]["content"] is None
+    (call,) = choice["message"]["tool_calls"]
+    assert call["function"]["name"] == "get_weather"
+    assert json.loads(call["function"]["arguments"]) == {"city": env.unwrapped.city}
+    assert reply["usage"]["prompt_tokens"] > 50 and reply["usage"]["completion_tokens"] > 5
+    plain = httpx.post(f"{oracle_server.url}/chat/completions", json={**body, "tools": None}, timeout=5).json()
+    assert plain["choices"][0]["message"]["content"].startswith('<tool_call>{"name": "get_weather"')
+    models = httpx.get(f"{oracle_server.url}/models", timeout=5).json()
+    assert models["data"][0]["id"] == "agentgym/WeatherRun-v0:oracle"
+    bad = httpx.post(f"{oracle_server.url}/chat/completions", json={"messages": []}, timeout=5)
+    assert bad.status_code == 400 and "messages" in bad.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("native_tools", [True, False])
+def test_oracle_through_the_endpoint_scores_like_the_oracle(oracle_server, tmp_path, native_tools):
+    before = oracle_server.requests
+    summary = openai_eval(
+        oracle_server.url, episodes=10, concurrency=4, out_dir=tmp_path, sampling={"native_tools": native_tools}
+    )
+    assert summary.success_rate == 1.0 and summary.mean_return == 1.5 and summary.failures == 0
+    assert summary.format_compliance == 1.0 and summary.tool_call_validity == 1.0
+    assert oracle_server.requests - before == 30  # 3 calls an episode
+    record = load_episodes(tmp_path / "episodes.jsonl")[0]
+    assert record.prompt_tokens > 0 and record.completion_tokens > 0
+    assert summary.prompt_tokens == sum(r.prompt_tokens for r in load_episodes(tmp_path / "episodes.jsonl"))
+    assert summary.agent_settings["native_tools"] is native_tools and "timeout" not in summary.agent_settings
+
+
+@pytest.mark.parametrize("env_id, split", [("agentgym/SQLLookup-v0", "test"), ("agentgym/CliffWalk-v0", None)])
+def test_the_endpoint_client_plays_other_envs_like_the_oracle_in_process(env_id, split):
+    # SQLLookup's env holds a SQLite connection bound to the thread that opened it: each env keeps its own thread
+    with ModelServer(ScriptedResponder(env_id, split=split)) as server:
+        served = evaluate_agent(env_id, f"openai:oracle@{server.url}", split=split, episodes=6, concurrency=3)
+    direct = evaluate_agent(env_id, "oracle", split=split, episodes=6)
+    assert served.failures == 0 and served.success_rate == direct.success_rate == 1.0
+    assert served.returns == direct.returns and served.mean_turns == direct.mean_turns > 1
+
+
+def test_concurrency_speeds_up_and_does_not_change_results(tmp_path):
+    # 48 requests of 50 ms: ≥ 2.4 s one at a time, ~0.3 s of waiting 8 at a time. The latency dominates the
+    # client's and server's CPU time (~3-10 ms a request here, sharing one process on a busy 2-core machine),
+    # so the speed-up stays well above the bound (the benchmark measures ~7× on 600 requests).
+    with ModelServer(ScriptedResponder(WEATHER, split="test"), latency_ms=50) as server:
+        seconds, texts = {}, {}
+        for concurrency in (1, 8):
+            out = tmp_path / f"c{concurrency}"
+            start = time.perf_counter()
+            openai_eval(server.url, episodes=16, concurrency=concurrency, out_dir=out)
+            seconds[concurrency] = time.perf_counter() - start
+            texts[concurrency] = (out / "summary.json").read_text().partition('"timing"')[0]
+    assert texts[1] == texts[8]
+    assert seconds[1] >= 48 * 0.05 and seconds[1] / seconds[8] >= 2.5, seconds
+
+
+class Crash(RuntimeError):
+    pass
+
+
+def test_killed_run_resumes_and_the_server_sees_only_the_rest(oracle_server, tmp_path):
+    def crash_after_three(record):
+        if record.index == 2:
+            raise Crash("killed")
+
+    start = oracle_server.requests
+    with pytest.raises(Crash):
+        openai_eval(oracle_server.url, episodes=6, concurrency=1, out_dir=tmp_path, callback=crash_after_three)
+    assert oracle_server.requests - start == 9
+    summary = openai_eval(oracle_server.url, episodes=6, concurrency=1, out_dir=tmp_path, resume=True)
+    assert oracle_server.requests - start == 18  # 3 episodes × 3 requests more, none redone
+    assert sorted(r.index for r in load_episodes(tmp_path / "episodes.jsonl")) == list(range(6))
+    assert summary.success_rate == 1.0 and summary.timing.episodes_run == 3
+
+
+def test_a_concurrent_run_killed_mid_flight_loses_no_finished_episode(tmp_path):
+    with ModelServer(ScriptedResponder(WEATHER, split="test"), latency_ms=5) as server:
+
+        def crash(record):
+            if record.index == 5:
+                raise Crash("killed")
+
+        with pytest.raises(Crash):
+            openai_eval(server.url, episodes=16, concurrency=4, out_dir=tmp_path, callback=crash)
+        finished = sorted(r.index for r in load_episodes(tmp_path / "episodes.jsonl"))
+        assert 5 in finished and len(finished) < 16
+        played = []
+        summary = openai_eval(
+            server.url, episodes=16, concurrency=4, out_dir=tmp_path, resume=True, callback=played.append
+        )
+    assert sorted(r.index for r in played) == sorted(set(range(16)) - set(finished))
+    assert summary.episodes == 16 and summary.success_rate == 1.0
+
+
+def test_the_tiny_model_served_over_http(tiny_model_path, tmp_path):
+    from agentgym.llm import LLMPolicy
+
+    with ModelServer(LLMResponder(LLMPolicy.from_pretrained(tiny_model_path), name="tiny")) as server:
+        assert httpx.get(f"{server.url}/models", timeout=5).json()["data"][0]["id"] == "tiny"
+        summary = evaluate_agent(
+            WEATHER,
+            f"openai:tiny@{server.url}",
+            split="test",
+            episodes=2,
+            sampling={"max_tokens": 8, "max_turns": 2},
+            out_dir=tmp_path,
+        )
+        assert server.requests == 2 * summary.mean_turns
+        # sampling: each request carries a seed derived from the episode's seed and the turn, so runs repeat
+        sampled = [
+            evaluate_agent(
+                WEATHER,
+                f"openai:tiny@{server.url}",
+                split="test",
+                episodes=2,
+                sampling={"max_tokens": 8, "max_turns": 2, "temperature": 1.0},
+            )
+            for _ in range(2)
+        ]
+        assert sampled[0].model_dump(exclude={"timing"}) == sampled[1].model_dump(exclude={"timing"})
+    assert summary.failures == 0 and 1 <= summary.mean_turns <= 2
+    assert summary.prompt_tokens > 2 * 100 and 0 < summary.completion_tokens <= 2 * 2 * 8
+    # the same model in-process (hf: agent, same prompt ids, greedy) writes the same first action
+    evaluate_agent(
+        WEATHER,
+        f"hf:{tiny_model_path}",
+        split="test",
+        episodes=1,
+        sampling={"max_new_tokens": 8, "max_turns": 1},
+        out_dir=tmp_path / "hf",
+    )
+    (in_process,) = load_episodes(tmp_path / "hf" / "episodes.jsonl")
+    served = next(r for r in load_episodes(tmp_path / "episodes.jsonl") if r.index == 0)
+    assert served.observations[0] == in_process.observations[0] and served.actions[0] == in_process.actions[0]
+
+
+def test_tool_calls_and_content_are_told_apart():
+    message, finish = to_choice('Sure. get_weather(city="Lima")', ["get_weather", "answer"])
+    assert finish == "tool_calls" and message["tool_calls"][0]["function"] == {
+        "name": "get_weather",
+        "arguments": '{"city": "Lima"}',
+    }
+    assert to_choice("I think it is sunny.", ["get_weather"]) == (
+        {"role": "assistant", "content": "I think it is sunny."},
+        "stop",
+    )
+    assert to_choice('get_weather(city="Lima")', None)[1] == "stop"  # no tools offered: plain content
+
+
+# ------------------------------------------------------------------------------------------ misbehaving servers
+
+VALID = {
+    "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": "answer(suitable=true)"}, "finish_reason": "stop"}
+    ],
+    "usage": {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14},
+}
+
+
+class Misbehaving(BaseHTTPRequestHandler):
+    mode = "500"
+    failures = 10**6  # bad answers before good ones
+    hits = 0
+
+    def do_GET(self):  # noqa: N802  (GET /models: the endpoint is up)
+        self._send(200, b'{"object": "list", "data": []}')
+
+    def do_POST(self):  # noqa: N802
+        self.rfile.read(int(self.headers["Content-Length"]))
+        cls = type(self)
+        cls.hits += 1
+        if cls.hits > cls.failures:
+            return self._send(200, json.dumps(VALID).encode())
+        if self.mode == "slow":
+            time.sleep(0.5)
+            return self._send(200, json.dumps(VALID).encode())
+        if self.mode == "drop":
+            self.wfile.write(b'HTTP/1.1 200 OK\r\nContent-Length: 500\r\n\r\n{"choi')
+            self.close_connection = True
+            return None
+        if self.mode == "malformed":
+            return self._send(200, b'{"choices": [{"message": ')
+        if self.mode == "no_choices":
+            return self._send(200, b'{"object": "chat.completion"}')
+        if self.mode == "429":
+            return self._send(429, b'{"error": {"message": "rate limited"}}', {"Retry-After": "0"})
+        if self.mode == "400":
+            return self._send(400, b'{"error": {"message": "model not found"}}')
+        return self._send(500, b'{"error": {"message": "boom"}}')
+
+    def _send(self, status, body, headers=()):
+        try:
+            self.send_response(status)
+            for k, v in dict(headers).items():
+                self.send_header(k, v)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up first (the "slow" mode is meant to time out)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def misbehaving():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Misbehaving)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    Misbehaving.hits, Misbehaving.failures = 0, 10**6
+    host, port = server.server_address[:2]
+    yield f"http://{host}:{port}/v1"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize(
+    "mode, reason, hits",
+    [
+        ("500", "HTTP 500: boom (after 3 attempts)", 3),
+        ("429", "HTTP 429: rate limited (after 3 attempts)", 3),
+        ("slow", "timed out after 0.2 s (ReadTimeout) (after 3 attempts)", 3),
+        ("malformed", "malformed response (not valid JSON) (after 3 attempts)", 3),
+        ("no_choices", "malformed response (no choices[0].message in the response) (after 3 attempts)", 3),
+        ("drop", "connection dropped mid-response", 3),
+        ("400", "HTTP 400: model not found", 1),  # a client error is not retried
+    ],
+)
+def test_persistent_failures_are_recorded_not_raised(misbehaving, tmp_path, mode, reason, hits):
+    Misbehaving.mode = mode
+    summary = evaluate_agent(
+        WEATHER,
+        f"openai:m@{misbehaving}",
+        split="test",
+        episodes=1,
+        out_dir=tmp_path,
+        sampling={**FAST_RETRIES, "timeout": 0.2},
+    )
+    assert Misbehaving.hits == hits
+    assert summary.failures == 1 and summary.completed == 0 and summary.success_rate == 0.0
+    (failure,) = summary.failure_reasons
+    assert reason in failure, failure
+    (record,) = load_episodes(tmp_path / "episodes.jsonl")
+    assert record.error == failure and record.turns == 0 and len(record.observations) == 1
+
+
+@pytest.mark.parametrize("mode", ["500", "429", "drop", "malformed", "slow"])
+def test_transient_failures_are_retried_until_success(misbehaving, tmp_path, mode):
+    Misbehaving.mode, Misbehaving.failures = mode, 2
+    summary = evaluate_agent(
+        WEATHER,
+        f"openai:m@{misbehaving}",
+        split="test",
+        episodes=1,
+        out_dir=tmp_path,
+        sampling={**FAST_RETRIES, "timeout": 0.2},
+    )
+    assert Misbehaving.hits == 3 and summary.failures == 0
+    (record,) = load_episodes(tmp_path / "episodes.jsonl")
+    assert record.actions == ["answer(suitable=true)"] and record.terminated and record.rewards == [-0.5]
+    assert (record.prompt_tokens, record.completion_tokens) == (11, 3)
+
+
+def test_a_failed_episode_is_played_again_on_resume(misbehaving, tmp_path):
+    Misbehaving.mode = "500"
+    first = evaluate_agent(
+        WEATHER, f"openai:m@{misbehaving}", split="test", episodes=2, out_dir=tmp_path, sampling=FAST_RETRIES
+    )
+    assert first.failures == 2
+    Misbehaving.failures = 0  # the endpoint recovered
+    second = evaluate_agent(
+        WEATHER,
+        f"openai:m@{misbehaving}",
+        split="test",
+        episodes=2,
+        out_dir=tmp_path,
+        sampling=FAST_RETRIES,
+        resume=True,
+    )
+    assert second.failures == 0 and second.completed == 2 and second.timing.episodes_run == 2
+    assert len(load_episodes(tmp_path / "episodes.jsonl")) == 4  # append-only: the failed records stay
+
+
+def test_agent_api_from_async_code(oracle_server):
+    agent = OpenAIAgent(OpenAIConfig(model="oracle", base_url=oracle_server.url))
+
+    async def main_coroutine():
+        return await agent.play_all(
+            lambda: gym.make(WEATHER, split="test"), [(i, {"seed": i}) for i in range(4)], concurrency=2
+        )
+
+    records = asyncio.run(main_coroutine())
+    assert [r.index for r in records] == [0, 1, 2, 3] and all(r.success for r in records)
+
+
+def test_serve_model_command_with_the_scripted_oracle(capsys):
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "agentgym.cli",
+            "serve",
+            "model",
+            "--scripted",
+            "oracle",
+            "--env",
+            WEATHER,
+            "--port",
+            "0",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = proc.stdout.readline()
+        url = line.split(" at ")[1].split()[0]
+        argv = ["eval", "--env", WEATHER, "--split", "test", "--agent", f"openai:oracle@{url}", "--episodes", "5"]
+        assert main([*argv, "--no-progress"]) == 0
+        summary = json.loads(capsys.readouterr().out)
+        assert summary["success_rate"] == 1.0 and summary["mean_return"] == 1.5 and summary["completion_tokens"] > 0
+    finally:
+        proc.terminate()
+        proc.wait(timeout=5)
