@@ -116,7 +116,8 @@ class LLMResponder:
         from agentgym.evaluation import model_source
         from agentgym.llm import LLMPolicy
 
-        return cls(LLMPolicy.from_pretrained(model_source(name_or_path)), name=str(name_or_path), **kwargs)
+        kwargs.setdefault("name", str(name_or_path))
+        return cls(LLMPolicy.from_pretrained(model_source(name_or_path)), **kwargs)
 
     def messages(self, request: ChatRequest) -> list[dict[str, Any]]:
         """The request's messages in a form the chat template takes."""

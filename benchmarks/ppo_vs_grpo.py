@@ -39,7 +39,9 @@ RESULTS = Path(__file__).parent / "results"
 LABELS = {"grpo": "GRPO (rule reward)", "ppo": "PPO (rule reward)", "ppo-rm": "PPO (reward model)"}
 
 
-def train(name: str, sft: Path, out: Path, minutes: float, eval_seconds: float, settings: dict[str, Any]) -> dict:
+def train(
+    name: str, sft: Path, out: Path, minutes: float, eval_seconds: float, settings: dict[str, Any], label: str
+) -> dict:
     """Train one run for ``minutes`` of training time; return its evaluation curve."""
     if name == "grpo":
         trainer: Any = GRPO(sft, GRPOConfig(**{**TINY["grpo"], **settings}), out_dir=out / name)
@@ -64,16 +66,24 @@ def train(name: str, sft: Path, out: Path, minutes: float, eval_seconds: float, 
                 flush=True,
             )
             clock["since_eval"] = 0.0
+            write_summary(name, label, out, settings, curve, row["step"], clock["trained"])
         clock["last"] = time.perf_counter()
         return not done
 
     rows = trainer.learn(100_000, callback=on_step, progress_bar=False)
+    return write_summary(name, label, out, settings, curve, rows[-1]["step"], clock["trained"])
+
+
+def write_summary(
+    name: str, label: str, out: Path, settings: dict, curve: list[dict], steps: int, seconds: float
+) -> dict:
+    """Write ``OUT/NAME.json`` (also after every evaluation, so a run cut short still leaves its curve)."""
     summary = {
         "run": name,
-        "label": LABELS[name],
+        "label": label,
         "settings": settings,
-        "steps": rows[-1]["step"],
-        "seconds_per_step": clock["trained"] / rows[-1]["step"],
+        "steps": steps,
+        "seconds_per_step": seconds / max(steps, 1),
         "start_success": curve[0]["eval_success"],
         "final_success": curve[-1]["eval_success"],
         "best_success": max(c["eval_success"] for c in curve),
@@ -85,7 +95,8 @@ def train(name: str, sft: Path, out: Path, minutes: float, eval_seconds: float, 
 
 def plot(out: Path) -> None:
     """Merge the runs' curves under ``out`` into one plot and one JSON under benchmarks/results."""
-    runs = [json.loads(p.read_text()) for p in sorted(out.glob("*.json"))]
+    runs = [json.loads(p.read_text()) for p in sorted(out.glob("**/*.json")) if p.parent.name != "checkpoints"]
+    runs = [r for r in runs if "curve" in r]
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "ppo_vs_grpo.json").write_text(json.dumps(runs, indent=2) + "\n")
     plot_learning_curves(
@@ -115,6 +126,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="runs/bench_ppo_vs_grpo")
+    parser.add_argument("--label", help="the plot's label for a single run (default: from its name)")
     parser.add_argument("--plot-only", action="store_true", help="only merge the runs already under --out")
     args = parser.parse_args()
     out = Path(args.out)
@@ -130,7 +142,8 @@ def main() -> None:
                 if not args.reward_model:
                     parser.error("ppo-rm needs --reward-model")
                 settings |= {"reward_model": args.reward_model, "env_reward_coef": 0.0}
-            train(name, Path(args.sft), out, args.minutes, args.eval_seconds, settings)
+            label = args.label or LABELS[name]
+            train(name, Path(args.sft), out, args.minutes, args.eval_seconds, settings, label)
     plot(out)
 
 
