@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -22,14 +23,20 @@ def test_two_ranks_end_with_identical_weights(algorithm, tiny_model_path, tmp_pa
     out = tmp_path / algorithm
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
-    done = subprocess.run(
+    with subprocess.Popen(
         [*cmd, str(WORKER), algorithm, str(tiny_model_path), str(out)],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=240,
         env=env,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+        start_new_session=True,  # so a hung run can be killed with all its ranks
+    ) as done:
+        try:
+            _, stderr = done.communicate(timeout=300)
+        except subprocess.TimeoutExpired:
+            os.killpg(done.pid, signal.SIGKILL)
+            raise
+    assert done.returncode == 0, stderr[-3000:]
     ranks = [torch.load(out / f"rank{r}.pt", weights_only=False) for r in (0, 1)]
     assert all(r["distributed_type"] == "DistributedType.MULTI_CPU" for r in ranks)
     a, b = ranks[0]["state"], ranks[1]["state"]

@@ -128,3 +128,21 @@ def test_bad_ppo_configs_fail_before_compute(tmp_path):
         LLMPPOConfig(reward_model=str(tmp_path / "missing"))
     with pytest.raises(ValidationError, match="lam"):
         LLMPPOConfig(lam=1.5)
+
+
+def test_a_reward_model_replaces_or_mixes_with_the_env_reward(tiny_model_path, tmp_path):
+    """reward = env_reward_coef · env reward per turn + reward_model_coef · RM(transcript) at the last turn."""
+    from agentgym.llm import LLMPolicy
+    from agentgym.trainers.reward_model import RewardModel
+
+    torch.manual_seed(0)
+    RewardModel.from_policy(LLMPolicy.from_pretrained(tiny_model_path)).save_pretrained(tmp_path / "rm")
+    config = ppo_config(env_id=TWO_TURNS, episodes_per_step=4, reward_model=str(tmp_path / "rm"))
+    trainer = LLMPPO(tiny_model_path, config, env_reward_coef=0.5, reward_model_coef=2.0, out_dir=tmp_path / "run")
+    episodes = rollout(trainer.policy, trainer.envs, [{"seed": i} for i in range(4)], trainer.config.rollout)
+    scores = trainer.reward_model.score_episodes(episodes)
+    assert len(set(scores)) > 1  # the transcripts differ, so do their scores
+    rewards = trainer.turn_rewards(episodes)
+    assert rewards == [[0.5, pytest.approx(0.5 * 2 + 2.0 * s)] for s in scores]
+    logged = trainer._episode_log
+    assert [e["rm_reward"] for e in logged] == pytest.approx(scores) and all(e["env_reward"] == 3.0 for e in logged)
