@@ -82,10 +82,12 @@ def _resolve_model(spec: str, out: Path, seed: int) -> str:
     return str(build_tiny_model(out / "tiny", seed=seed))
 
 
-LLM_TRAINERS = {  # CLI name: (module, trainer, config, budget field, the --steps/--episodes flag it reads)
+LLM_TRAINERS = {  # CLI name: (module, trainer, config, the config field --steps/--episodes sets, that flag)
     "sft": ("sft", "SFT", "SFTConfig", "episodes", "episodes"),
     "grpo": ("grpo", "GRPO", "GRPOConfig", "steps", "steps"),
     "llm-ppo": ("llm_ppo", "LLMPPO", "LLMPPOConfig", "steps", "steps"),
+    "dpo": ("dpo", "DPO", "DPOConfig", "rounds", "steps"),
+    "reward-model": ("reward_model", "RewardModelTrainer", "RewardModelConfig", "tasks", "episodes"),
 }
 
 
@@ -121,7 +123,9 @@ def _cmd_train_llm(args: argparse.Namespace) -> int:
         trainer = trainer_cls(_resolve_model(args.model, out, args.seed), config, out_dir=out)
         rows = trainer.learn(progress_bar=not args.no_progress)
     last = {k: v for row in rows for k, v in row.items() if k.startswith("eval_")}
-    if last:
+    if "eval_accuracy" in last:
+        print(f"held-out pairs: accuracy {last['eval_accuracy']:.0%}, margin {last['eval_margin']:.3g}")
+    elif "eval_success" in last:
         print(
             f"test split: success {last['eval_success']:.0%}, format compliance {last['eval_format_compliance']:.0%}, "
             f"tool-call validity {last['eval_tool_call_validity']:.0%} ({last['eval_episodes']:g} episodes)"
@@ -228,10 +232,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--env", default=None, help="env id (default CliffWalk-v0; WeatherRun-v0 for language models)")
     p.add_argument("--env-kwargs", type=_json_object, default={}, help="JSON object passed to gym.make")
     p.add_argument(
-        "--episodes", type=int, help="training episodes (q-learning, sarsa, reinforce: default 500; sft: demos)"
+        "--episodes",
+        type=int,
+        help="q-learning, sarsa, reinforce: training episodes (default 500); sft: demos; reward-model: tasks",
     )
     p.add_argument("--timesteps", type=int, default=50_000, help="training env steps (ppo)")
-    p.add_argument("--steps", type=int, help="training steps (grpo, llm-ppo)")
+    p.add_argument("--steps", type=int, help="training steps (grpo, llm-ppo; dpo: rounds)")
     p.add_argument("--model", default="tiny", help="LLMs: tiny (built locally), a model directory or a hub id")
     p.add_argument(
         "--recipe", choices=["tiny", "default"], help="LLMs: the tiny-model recipe (default with --model tiny)"

@@ -60,13 +60,40 @@ TINY: dict[str, dict[str, Any]] = {
         "ppo_epochs": 2,
         "num_minibatches": 2,
     },
+    # benchmarks/reward_model_weatherrun.py: held-out pair accuracy 47 % → 98 % with the last 64 tokens
+    # (the last state line and the answer); with 192 tokens the tiny model stayed near chance.
+    "reward-model": {
+        "env_id": "agentgym/WeatherRun-v0",
+        "env_kwargs": _WEATHER_TRAINING,
+        "rollout": {**_ROLLOUT, "temperature": 1.0},
+        "tasks": 2048,
+        "generations": 4,
+        "epochs": 6,
+        "batch_size": 32,
+        "learning_rate": 1e-4,
+        "max_length": 64,
+    },
+    # benchmarks/dpo_weatherrun.py: iterative DPO with the RPO term, 42 % → 85 % test success.
+    "dpo": {
+        "env_id": "agentgym/WeatherRun-v0",
+        "env_kwargs": _WEATHER_TRAINING,
+        "eval_env_kwargs": {},
+        "rollout": {**_ROLLOUT, "temperature": 1.0},
+        "tasks": 256,
+        "generations": 4,
+        "rounds": 8,
+        "beta": 0.1,
+        "rpo_alpha": 1.0,
+        "learning_rate": 3e-4,
+        "batch_size": 16,
+    },
 }
 
 
 def tiny_overrides(stage: str, env_id: str) -> dict[str, Any]:
-    """The tiny-model settings for ``stage`` ("sft", "grpo", "ppo") on ``env_id`` (env kwargs only for WeatherRun)."""
-    settings = {k: v for k, v in TINY[stage].items() if k not in ("env_id", "env_kwargs", "eval_env_kwargs")}
+    """The tiny-model settings for ``stage`` (a key of :data:`TINY`) on ``env_id`` (env kwargs only for WeatherRun)."""
+    env_keys = ("env_id", "env_kwargs", "eval_env_kwargs")
+    settings = {k: v for k, v in TINY[stage].items() if k not in env_keys}
     if env_id == TINY[stage]["env_id"]:
-        settings["env_kwargs"] = TINY[stage]["env_kwargs"]
-        settings["eval_env_kwargs"] = TINY[stage]["eval_env_kwargs"]
+        settings |= {k: v for k, v in TINY[stage].items() if k in env_keys[1:]}
     return {"env_id": env_id, **settings}

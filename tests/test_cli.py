@@ -122,6 +122,30 @@ def test_train_sft_then_grpo_with_the_tiny_model(tmp_path, capsys):
     config = json.loads((ppo / "config.json").read_text())
     assert config["algorithm"] == "ppo" and config["config"]["episodes_per_step"] == 4
     assert (ppo / "final" / "value_head.pt").exists() and len((ppo / "episodes.jsonl").read_text().splitlines()) == 4
+    # the reward model and DPO, on a user's preference pairs (JSONL)
+    pairs, rm, dpo = tmp_path / "pairs.jsonl", tmp_path / "rm", tmp_path / "dpo"
+    call = '<tool_call>{{"name": "answer", "arguments": {{"suitable": {}}}}}</tool_call>'
+    with pairs.open("w") as f:
+        for i in range(8):
+            user = {"role": "user", "content": f"temp {10 + i}°C · AQI 40"}
+            chosen, rejected = call.format("true"), call.format("false")
+            f.write(
+                json.dumps(
+                    {
+                        "chosen": [user, {"role": "assistant", "content": chosen}],
+                        "rejected": [user, {"role": "assistant", "content": rejected}],
+                    }
+                )
+                + "\n"
+            )
+    data = ["--set", f"data={pairs}", "--set", "epochs=1", "--no-progress"]
+    assert main(["train", "reward-model", "--model", str(sft / "final"), "--out", str(rm), *data]) == 0
+    assert "held-out pairs: accuracy" in capsys.readouterr().out
+    assert json.loads((rm / "final" / "config.json").read_text())["architectures"] == ["LlamaForSequenceClassification"]
+    args = ["train", "dpo", "--model", str(sft / "final"), "--recipe", "tiny", "--steps", "1", "--out", str(dpo), *data]
+    assert main([*args, "--set", "eval_episodes=4"]) == 0
+    assert json.loads((dpo / "config.json").read_text())["config"]["rpo_alpha"] == 1.0  # the tiny recipe
+    assert (dpo / "final" / "model.safetensors").exists()
 
 
 def test_bad_llm_settings_fail_before_any_model_loads(tmp_path, capsys):

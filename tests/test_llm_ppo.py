@@ -112,7 +112,9 @@ def test_ppo_writes_value_head_and_resumes(tmp_path, tiny_model_path):
     rows = trainer.learn(2, progress_bar=False)
     assert [r["step"] for r in rows] == [1, 2] and 0 <= rows[1]["eval_success"] <= 1
     head = trainer._value_head.weight.detach().clone()
-    assert (run / "checkpoints" / "step-000002" / VALUE_HEAD_FILE).exists() and (run / "final" / VALUE_HEAD_FILE).exists()
+    assert (run / "checkpoints" / "step-000002" / VALUE_HEAD_FILE).exists() and (
+        run / "final" / VALUE_HEAD_FILE
+    ).exists()
     logged = [json.loads(line) for line in (run / "episodes.jsonl").read_text().splitlines()]
     assert len(logged) == 2 * 8 and {e["step"] for e in logged} == {1, 2}
     resumed = LLMPPO.resume(run)
