@@ -8,8 +8,10 @@ the top ``quantile``:
 
 - ``rule-fail``: the env's rule-based verification says the task was not solved (``success`` is
   false) — the reward paid for a wrong answer;
-- ``rm-disagrees``: the reward model scored it above the env's own reward by more than ``margin``
-  (runs with a reward model);
+- ``rm-disagrees``: a reward model paid for it although the env's rules paid it less than the run's
+  median episode (runs with a reward model; the two rewards need not share a scale);
+- ``truncated``: it never finished — cut off by ``max_turns``/``max_tokens``/the time limit —
+  yet the reward was high (a reward model never shown such episodes may like them);
 - ``long`` / ``short``: response length per turn far from the run's median (robust z-score
   ``|x − median| / (1.4826 · MAD)`` above ``z``), or responses cut at ``max_new_tokens``;
 - ``format``: a turn that was not a canonical tool call, or not a valid one.
@@ -45,9 +47,7 @@ class AuditReport(BaseModel):
     """Flagged top episodes, highest reward first, each with its ``flags``."""
 
 
-def audit_run(
-    run_dir: str | Path, *, quantile: float = 0.9, top: int = 20, z: float = 3.5, margin: float = 0.5
-) -> AuditReport:
+def audit_run(run_dir: str | Path, *, quantile: float = 0.9, top: int = 20, z: float = 3.5) -> AuditReport:
     """Audit ``RUN_DIR/episodes.jsonl`` (see the module docstring); ``top`` caps the flagged list."""
     path = Path(run_dir) / "episodes.jsonl"
     if not path.is_file():
@@ -59,6 +59,7 @@ def audit_run(
         raise ValueError(f"quantile must be in [0, 1), got {quantile}")
     rewards = sorted(e["reward"] for e in episodes)
     threshold = rewards[min(len(rewards) - 1, int(quantile * len(rewards)))]
+    env_median = statistics.median(e["env_reward"] for e in episodes)
     lengths = [e["response_tokens"] / max(1, e["turns"]) for e in episodes]
     median = statistics.median(lengths)
     mad = 1.4826 * statistics.median(abs(x - median) for x in lengths) or 1.0
@@ -68,8 +69,10 @@ def audit_run(
         flags = []
         if not e["success"]:
             flags.append("rule-fail")
-        if e.get("rm_reward") is not None and e["rm_reward"] - e["env_reward"] > margin:
+        if e.get("rm_reward") is not None and e["env_reward"] < env_median:
             flags.append("rm-disagrees")
+        if e.get("truncation"):
+            flags.append("truncated")
         score = (length - median) / mad
         if score > z or e.get("clipped"):
             flags.append("long")

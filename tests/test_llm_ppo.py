@@ -148,3 +148,11 @@ def test_a_reward_model_replaces_or_mixes_with_the_env_reward(tiny_model_path, t
     assert rewards == [[0.5, pytest.approx(0.5 * 2 + 2.0 * s)] for s in scores]
     logged = trainer._episode_log
     assert [e["rm_reward"] for e in logged] == pytest.approx(scores) and all(e["env_reward"] == 3.0 for e in logged)
+
+
+def test_truncation_penalty_charges_episodes_that_never_finished(tiny_model_path):
+    config = ppo_config(env_id=TWO_TURNS, episodes_per_step=2, rollout=RolloutConfig(max_new_tokens=4, max_turns=1))
+    trainer = LLMPPO(tiny_model_path, config, truncation_penalty=0.75)
+    episodes = rollout(trainer.policy, trainer.envs, [{"seed": 0}, {"seed": 1}], trainer.config.rollout)
+    assert all(ep.truncation == "max_turns" for ep in episodes)
+    assert trainer.turn_rewards(episodes) == [[1.0 - 0.75], [1.0 - 0.75]]

@@ -12,6 +12,7 @@ score of the transcript, or a mix::
 
     r_turn = env_reward_coef · r_env,turn          (every turn)
     r_last += reward_model_coef · RM(transcript)   (the last turn; only with ``reward_model``)
+    r_last −= truncation_penalty                    (an episode cut off before it ended)
 
 so SFT → reward model → PPO, the classic RLHF pipeline, is ``reward_model=PATH, env_reward_coef=0``.
 Every episode is logged to ``episodes.jsonl`` with both rewards and the env's verdict (``success``)
@@ -81,6 +82,12 @@ class OnlineConfig(BaseModel):
     )
     reward_model_coef: float = Field(1.0, description="Weight of the reward model's score (added at the last turn).")
     env_reward_coef: float = Field(1.0, description="Weight of the env's rule-based reward (0: reward model only).")
+    truncation_penalty: float = Field(
+        0.0,
+        ge=0,
+        description="Subtracted from an episode cut off by max_turns/max_tokens/the time limit (TRL's "
+        "missing_eos_penalty): a reward model never shown such episodes may score them high.",
+    )
     log_episodes: bool = Field(True, description="Write every training episode to episodes.jsonl (for audits).")
     checkpoint_every: int = Field(50, ge=0, description="Save + evaluate every N steps (0: only at the end).")
     eval_episodes: int | None = Field(None, ge=1, description="Evaluation episodes (None: every test task once).")
@@ -337,6 +344,8 @@ class OnlineTrainer:
         for i, ep in enumerate(episodes):
             if scores is not None and rewards[i]:
                 rewards[i][-1] += cfg.reward_model_coef * scores[i]
+            if ep.truncated and rewards[i]:
+                rewards[i][-1] -= cfg.truncation_penalty
             if cfg.log_episodes and self.out_dir is not None:
                 self._episode_log.append(
                     {
