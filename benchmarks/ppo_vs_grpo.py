@@ -105,7 +105,7 @@ def plot(out: Path) -> None:
         x="minutes",
         window=1,
         keys=("eval_success",),
-        title="WeatherRun test success from the same SFT start (tiny LLM, minutes of training)",
+        title="WeatherRun test success, same SFT start (tiny LLM)",
         floor=0.0,
     )
     for r in runs:
