@@ -79,7 +79,8 @@ def plot_learning_curves(
             top = ax.get_ylim()[1]
             ax.set_ylim(bottom=bottom - 0.05 * (top - bottom), top=top)
         ax.grid(alpha=0.3)
-        ax.legend()
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend()
     if title:
         fig.suptitle(title)
     return _save(fig, path)
