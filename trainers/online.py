@@ -174,6 +174,7 @@ class OnlineTrainer:
             from agentgym.trainers.reward_model import RewardModel
 
             self.reward_model = RewardModel.from_pretrained(cfg.reward_model)
+            self.reward_model.model.to(self.policy.device)
         self.envs = [probe] + [
             make_env(cfg.env_id, cfg.train_split, cfg.env_kwargs) for _ in range(self.envs_needed() - 1)
         ]
