@@ -61,7 +61,6 @@ import agentgym
 from agentgym.llm import LLMPolicy, token_logprobs
 from agentgym.metrics import MetricsWriter
 from agentgym.plotting import plot_learning_curves
-from agentgym.registration import split_kwargs
 from agentgym.trainers.optim import adamw_with_warmup
 from agentgym.trainers.preferences import (
     PreferencePair,
@@ -70,7 +69,7 @@ from agentgym.trainers.preferences import (
     read_pairs,
     split_pairs,
 )
-from agentgym.trainers.rollout import RolloutConfig, Sample, collate, evaluate_llm
+from agentgym.trainers.rollout import RolloutConfig, Sample, collate, evaluate_split
 from agentgym.trainers.sft import chat_sample
 
 __all__ = ["DPO", "DPOConfig", "cancel_shared", "dpo_loss", "sequence_logprobs"]
@@ -274,13 +273,7 @@ class DPO:
 
     def evaluate(self, *, split: str | None = None, episodes: int | None = None) -> dict[str, float]:
         """Greedy evaluation on the frozen ``eval_split`` (every task once unless ``episodes``)."""
-        cfg = self.config
-        split = split if split is not None else cfg.eval_split
-        eval_kwargs = cfg.env_kwargs if cfg.eval_env_kwargs is None else cfg.eval_env_kwargs
-        env_kwargs = split_kwargs(cfg.env_id, split, eval_kwargs)
-        return evaluate_llm(
-            self.policy, cfg.env_id, cfg.rollout, env_kwargs=env_kwargs, episodes=episodes or cfg.eval_episodes
-        )
+        return evaluate_split(self.policy, self.config, split=split, episodes=episodes)
 
     def learn(
         self,

@@ -46,10 +46,10 @@ import agentgym
 from agentgym.llm import LLMPolicy, TokenScores, score_tokens
 from agentgym.metrics import MetricsWriter
 from agentgym.plotting import plot_learning_curves
-from agentgym.registration import make_env, split_kwargs
+from agentgym.registration import make_env
 from agentgym.trainers.checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint
 from agentgym.trainers.optim import adamw_with_warmup
-from agentgym.trainers.rollout import Episode, RolloutConfig, Sample, collate, evaluate_llm
+from agentgym.trainers.rollout import Episode, RolloutConfig, Sample, collate, evaluate_split
 
 __all__ = ["OnlineConfig", "OnlineTrainer", "TokenScorer"]
 
@@ -277,13 +277,7 @@ class OnlineTrainer:
 
     def evaluate(self, *, split: str | None = None, episodes: int | None = None) -> dict[str, float]:
         """Greedy evaluation on the frozen ``eval_split`` (every task once unless ``episodes``)."""
-        cfg = self.config
-        split = split if split is not None else cfg.eval_split
-        eval_kwargs = cfg.env_kwargs if cfg.eval_env_kwargs is None else cfg.eval_env_kwargs
-        env_kwargs = split_kwargs(cfg.env_id, split, eval_kwargs)
-        return evaluate_llm(
-            self.policy, cfg.env_id, cfg.rollout, env_kwargs=env_kwargs, episodes=episodes or cfg.eval_episodes
-        )
+        return evaluate_split(self.policy, self.config, split=split, episodes=episodes)
 
     def save(self, path: str | Path) -> None:
         """Save the policy (Hugging Face format) and any extra state, e.g. a value head."""

@@ -34,6 +34,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentgym.llm import LLMPolicy
+from agentgym.registration import split_kwargs
 from agentgym.tools import ToolCall
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "collate",
     "episode_metrics",
     "evaluate_llm",
+    "evaluate_split",
     "random_resets",
     "rollout",
 ]
@@ -379,3 +381,16 @@ def evaluate_llm(
     for env in envs:
         env.close()
     return {**episode_metrics(results), "episodes": len(results)}
+
+
+def evaluate_split(
+    policy: LLMPolicy, config: Any, *, split: str | None = None, episodes: int | None = None
+) -> dict[str, float]:
+    """:func:`evaluate_llm` as a trainer's config describes it: ``config.env_id``'s ``split`` (default
+    ``config.eval_split``) made with ``config.eval_env_kwargs`` (``config.env_kwargs`` when None), played
+    with ``config.rollout``, ``episodes`` (default ``config.eval_episodes``; None: every task once)."""
+    eval_kwargs = config.env_kwargs if config.eval_env_kwargs is None else config.eval_env_kwargs
+    env_kwargs = split_kwargs(config.env_id, config.eval_split if split is None else split, eval_kwargs)
+    return evaluate_llm(
+        policy, config.env_id, config.rollout, env_kwargs=env_kwargs, episodes=episodes or config.eval_episodes
+    )

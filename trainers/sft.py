@@ -26,14 +26,14 @@ from agentgym.data import read_jsonl
 from agentgym.llm import LLMPolicy, token_logprobs
 from agentgym.metrics import MetricsWriter
 from agentgym.plotting import plot_learning_curves
-from agentgym.registration import make_env, split_kwargs
+from agentgym.registration import make_env
 from agentgym.trainers.optim import adamw_with_warmup
 from agentgym.trainers.rollout import (
     OracleTeacher,
     RolloutConfig,
     Sample,
     collate,
-    evaluate_llm,
+    evaluate_split,
     random_resets,
     rollout,
 )
@@ -159,11 +159,7 @@ class SFT:
                 bar.set_postfix(loss=f"{row['loss']:.3f}")
         bar.close()
         if cfg.eval_split is not None:
-            eval_kwargs = cfg.env_kwargs if cfg.eval_env_kwargs is None else cfg.eval_env_kwargs
-            env_kwargs = split_kwargs(cfg.env_id, cfg.eval_split, eval_kwargs)
-            evaluation = evaluate_llm(
-                self.policy, cfg.env_id, cfg.rollout, env_kwargs=env_kwargs, episodes=cfg.eval_episodes
-            )
+            evaluation = evaluate_split(self.policy, cfg)
             rows[-1].update({f"eval_{k}": v for k, v in evaluation.items()})
             if writer:
                 writer.write({"step": rows[-1]["step"], **{f"eval_{k}": v for k, v in evaluation.items()}})
