@@ -54,7 +54,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 from torch import Tensor
 
 import agentgym
@@ -63,13 +63,14 @@ from agentgym.metrics import MetricsWriter
 from agentgym.plotting import plot_learning_curves
 from agentgym.trainers.optim import adamw_with_warmup
 from agentgym.trainers.preferences import (
+    PairsConfig,
     PreferencePair,
     check_model_path,
-    preference_pairs_from_rollouts,
     read_pairs,
+    rollout_pairs,
     split_pairs,
 )
-from agentgym.trainers.rollout import RolloutConfig, Sample, collate, evaluate_split
+from agentgym.trainers.rollout import Sample, collate, evaluate_split
 from agentgym.trainers.sft import chat_sample
 
 __all__ = ["DPO", "DPOConfig", "cancel_shared", "dpo_loss", "sequence_logprobs"]
@@ -77,28 +78,14 @@ __all__ = ["DPO", "DPOConfig", "cancel_shared", "dpo_loss", "sequence_logprobs"]
 CURVE_KEYS = ("loss", "reward_accuracy", "reward_margin", "eval_success")
 
 
-class DPOConfig(BaseModel):
+class DPOConfig(PairsConfig):
     """Every DPO knob, with defaults that suit 1–8 B models (see the module docstring for tiny ones)."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    data: str | None = Field(
-        None, description="JSONL of preference pairs (see agentgym.trainers.preferences); None: play env rollouts."
-    )
-    env_id: str = Field("agentgym/WeatherRun-v0", description="A registered agentgym text env.")
-    env_kwargs: dict[str, Any] = Field(default_factory=dict, description="Passed to gym.make for the rollouts.")
-    train_split: str | None = Field("train", description="Split the rollouts play (envs that have splits).")
     eval_split: str | None = Field("test", description="Frozen split evaluated greedily before and after; None: skip.")
     eval_env_kwargs: dict[str, Any] | None = Field(
         None, description="gym.make kwargs for evaluation (None: env_kwargs), e.g. {} for the frozen snapshot."
     )
     eval_episodes: int | None = Field(None, ge=1, description="Evaluation episodes (None: every test task once).")
-    rollout: RolloutConfig = Field(
-        default_factory=RolloutConfig, description="How episodes are played (rollout.temperature samples the pairs)."
-    )
-    tasks: int = Field(256, ge=1, description="Task instances played per round (one group of generations each).")
-    generations: int = Field(4, ge=2, description="Episodes per task instance; its best and worst make a pair.")
-    pairs_per_group: int = Field(1, ge=1, description="Pairs per task: k-th best vs k-th worst, k < this.")
     rounds: int = Field(1, ge=1, description="Iterative DPO: rebuild the pairs from the current policy this often.")
     beta: float = Field(0.1, gt=0, description="β: inverse strength of the anchor to the reference.")
     label_smoothing: float = Field(0.0, ge=0, lt=0.5, description="ε: assumed share of flipped preferences (cDPO).")
@@ -253,23 +240,7 @@ class DPO:
             return self._pairs
         if cfg.data is not None:
             return read_pairs(cfg.data)
-        pairs = preference_pairs_from_rollouts(
-            self.policy,
-            cfg.env_id,
-            env_kwargs=cfg.env_kwargs,
-            split=cfg.train_split,
-            rollout_config=cfg.rollout,
-            tasks=cfg.tasks,
-            generations=cfg.generations,
-            pairs_per_group=cfg.pairs_per_group,
-            seed=cfg.seed + 7919 * round_index,
-        )
-        if not pairs:
-            raise ValueError(
-                f"no preference pairs: in all {cfg.tasks} tasks the {cfg.generations} episodes tied on reward; "
-                "play more tasks or generations, or sample at a higher rollout.temperature"
-            )
-        return pairs
+        return rollout_pairs(self.policy, cfg, cfg.seed + 7919 * round_index)
 
     def evaluate(self, *, split: str | None = None, episodes: int | None = None) -> dict[str, float]:
         """Greedy evaluation on the frozen ``eval_split`` (every task once unless ``episodes``)."""

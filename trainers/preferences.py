@@ -37,12 +37,15 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from pydantic import BaseModel, ConfigDict, Field
 
 from agentgym.llm import LLMPolicy
 from agentgym.registration import make_env
 from agentgym.trainers.rollout import Episode, RolloutConfig, Sample, random_resets, rollout
 
 __all__ = [
+    "PairsConfig",
+    "rollout_pairs",
     "PreferencePair",
     "check_model_path",
     "pairs_from_episodes",
@@ -163,6 +166,49 @@ def preference_pairs_from_rollouts(
     return pairs_from_episodes(
         episodes, generations, pairs_per_group=pairs_per_group, system_prompt=config.system_prompt
     )
+
+
+class PairsConfig(BaseModel):
+    """Where a preference trainer's pairs come from: a JSONL file, or rollouts of an env (best vs worst per task).
+
+    The reward-model and DPO configs extend it.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    data: str | None = Field(
+        None, description="JSONL of preference pairs (see agentgym.trainers.preferences); None: play env rollouts."
+    )
+    env_id: str = Field("agentgym/WeatherRun-v0", description="A registered agentgym text env (rollout pairs).")
+    env_kwargs: dict[str, Any] = Field(default_factory=dict, description="Passed to gym.make for the rollouts.")
+    train_split: str | None = Field("train", description="Split the rollouts play (envs that have splits).")
+    rollout: RolloutConfig = Field(
+        default_factory=RolloutConfig, description="How episodes are played (rollout.temperature samples the pairs)."
+    )
+    tasks: int = Field(256, ge=1, description="Task instances played for rollout pairs (DPO: per round).")
+    generations: int = Field(4, ge=2, description="Episodes per task instance; its best and worst make a pair.")
+    pairs_per_group: int = Field(1, ge=1, description="Pairs per task: k-th best vs k-th worst, k < this.")
+
+
+def rollout_pairs(policy: LLMPolicy, config: PairsConfig, seed: int) -> list[PreferencePair]:
+    """:func:`preference_pairs_from_rollouts` with ``config``'s settings; an error if every group tied."""
+    pairs = preference_pairs_from_rollouts(
+        policy,
+        config.env_id,
+        env_kwargs=config.env_kwargs,
+        split=config.train_split,
+        rollout_config=config.rollout,
+        tasks=config.tasks,
+        generations=config.generations,
+        pairs_per_group=config.pairs_per_group,
+        seed=seed,
+    )
+    if not pairs:
+        raise ValueError(
+            f"no preference pairs: in all {config.tasks} tasks the {config.generations} episodes tied on reward; "
+            "play more tasks or generations, or sample at a higher rollout.temperature"
+        )
+    return pairs
 
 
 def split_pairs(

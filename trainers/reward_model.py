@@ -41,7 +41,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 from torch import Tensor
 
 import agentgym
@@ -50,13 +50,14 @@ from agentgym.metrics import MetricsWriter
 from agentgym.plotting import plot_learning_curves
 from agentgym.trainers.optim import adamw_with_warmup
 from agentgym.trainers.preferences import (
+    PairsConfig,
     PreferencePair,
     check_model_path,
-    preference_pairs_from_rollouts,
     read_pairs,
+    rollout_pairs,
     split_pairs,
 )
-from agentgym.trainers.rollout import Episode, RolloutConfig
+from agentgym.trainers.rollout import Episode
 
 __all__ = ["RewardModel", "RewardModelConfig", "RewardModelTrainer", "bradley_terry_loss"]
 
@@ -171,25 +172,14 @@ class RewardModel:
         return self.score([ep.transcript(system_prompt) for ep in episodes])
 
 
-class RewardModelConfig(BaseModel):
-    """Reward-model training: where the pairs come from, and the optimisation (defaults suit 0.5–8 B models)."""
+class RewardModelConfig(PairsConfig):
+    """Reward-model training: where the pairs come from (:class:`PairsConfig`), and the optimisation (defaults
+    suit 0.5–8 B models)."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    data: str | None = Field(
-        None, description="JSONL of preference pairs (see agentgym.trainers.preferences); None: play env rollouts."
-    )
-    env_id: str = Field("agentgym/WeatherRun-v0", description="A registered agentgym text env (rollout pairs).")
-    env_kwargs: dict[str, Any] = Field(default_factory=dict, description="Passed to gym.make for the rollouts.")
-    train_split: str | None = Field("train", description="Split the rollouts play (envs that have splits).")
-    rollout: RolloutConfig = Field(default_factory=RolloutConfig, description="How episodes are played.")
     policy: str | None = Field(
         None,
         description="Model that plays the rollouts (path or hub id); None: the model the reward model starts from.",
     )
-    tasks: int = Field(256, ge=1, description="Task instances played for rollout pairs (one group each).")
-    generations: int = Field(4, ge=2, description="Episodes per task instance, sampled at rollout.temperature.")
-    pairs_per_group: int = Field(1, ge=1, description="Pairs per task: k-th best vs k-th worst, k < this.")
     epochs: int = Field(2, ge=1, description="Passes over the training pairs.")
     batch_size: int = Field(16, ge=1, description="Pairs per optimizer step.")
     micro_batch_size: int = Field(16, ge=1, description="Pairs per forward/backward (gradients accumulate).")
@@ -260,23 +250,7 @@ class RewardModelTrainer:
         if cfg.data is not None:
             return read_pairs(cfg.data)
         assert self.player is not None
-        pairs = preference_pairs_from_rollouts(
-            self.player,
-            cfg.env_id,
-            env_kwargs=cfg.env_kwargs,
-            split=cfg.train_split,
-            rollout_config=cfg.rollout,
-            tasks=cfg.tasks,
-            generations=cfg.generations,
-            pairs_per_group=cfg.pairs_per_group,
-            seed=cfg.seed,
-        )
-        if not pairs:
-            raise ValueError(
-                f"no preference pairs: in all {cfg.tasks} tasks the {cfg.generations} episodes tied on reward; "
-                "play more tasks or generations, or sample at a higher rollout.temperature"
-            )
-        return pairs
+        return rollout_pairs(self.player, cfg, cfg.seed)
 
     def learn(self, *, progress_bar: bool = True) -> list[dict[str, Any]]:
         """Train for ``epochs`` over the training pairs; evaluate held-out pairs before and after each epoch."""
