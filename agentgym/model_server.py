@@ -29,12 +29,13 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from agentgym.http_service import HTTPService
 from agentgym.parser import parse_tool_calls
 from agentgym.tools import ToolCall
 
@@ -212,13 +213,15 @@ def to_choice(text: str, tool_names: list[str] | None) -> tuple[dict[str, Any], 
     return {"role": "assistant", "content": text}, "stop"
 
 
-class ModelServer:
+class ModelServer(HTTPService):
     """Serve ``responder`` at ``http://host:port/v1`` (port 0 picks a free one; see :attr:`url`).
 
     ``latency_ms`` delays every completion by that much (in the request's thread, so concurrent
     requests wait in parallel). :attr:`requests` counts the completion requests answered. Use as a
     context manager to run it in a background thread, or call :meth:`serve_forever`.
     """
+
+    url_path = "/v1"  # the API root clients take as base_url
 
     def __init__(self, responder: Responder, host: str = "127.0.0.1", port: int = 0, latency_ms: float = 0.0) -> None:
         self.responder = responder
@@ -305,27 +308,5 @@ class ModelServer:
             def log_message(self, format: str, *args: Any) -> None:  # quiet by default
                 pass
 
-        class Server(ThreadingHTTPServer):
-            daemon_threads = True
-            request_queue_size = 128  # many clients connecting at once must not overflow the backlog
-
-        self.httpd = Server((host, port), Handler)
-        self._thread: threading.Thread | None = None
-
-    @property
-    def url(self) -> str:
-        """The API root clients take as ``base_url``, e.g. ``http://127.0.0.1:8000/v1``."""
-        host, port = self.httpd.server_address[:2]
-        return f"http://{host}:{port}/v1"
-
-    def serve_forever(self) -> None:
-        self.httpd.serve_forever()
-
-    def __enter__(self) -> ModelServer:
-        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        # many clients connecting at once must not overflow the listen backlog
+        super().__init__(Handler, host, port, request_queue_size=128)

@@ -8,13 +8,13 @@ port 0 and drive the ``http`` backend against it. The schema is documented in
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from agentgym.envs.weather_data import SNAPSHOT_V0, WeatherRecord, city_key, load_snapshot
+from agentgym.http_service import HTTPService
 
 __all__ = ["WeatherServer"]
 
@@ -39,7 +39,7 @@ def _payload(path: str, record: WeatherRecord) -> dict[str, Any]:
     }
 
 
-class WeatherServer:
+class WeatherServer(HTTPService):
     """Serve ``snapshot`` at ``http://host:port`` (port 0 picks a free one; see :attr:`url`).
 
     Use as a context manager to run it in a background thread, or call :meth:`serve_forever`.
@@ -75,23 +75,4 @@ class WeatherServer:
             def log_message(self, format: str, *args: Any) -> None:  # quiet by default
                 pass
 
-        self.httpd = ThreadingHTTPServer((host, port), Handler)
-        self.httpd.daemon_threads = True
-        self._thread: threading.Thread | None = None
-
-    @property
-    def url(self) -> str:
-        host, port = self.httpd.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def serve_forever(self) -> None:
-        self.httpd.serve_forever()
-
-    def __enter__(self) -> WeatherServer:
-        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__init__(Handler, host, port)
