@@ -10,7 +10,7 @@ import torch
 from pydantic import ValidationError
 
 from agentgym.spaces import AnyText
-from agentgym.trainers.llm_ppo import VALUE_HEAD_FILE, LLMPPO, LLMPPOConfig
+from agentgym.trainers.llm_ppo import LLMPPO, VALUE_HEAD_FILE, LLMPPOConfig
 from agentgym.trainers.rollout import RolloutConfig, rollout
 from tests.test_grpo import VOWELS
 

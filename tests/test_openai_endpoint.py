@@ -5,9 +5,8 @@ import asyncio
 import json
 import subprocess
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import gymnasium as gym
 import httpx
@@ -15,6 +14,7 @@ import pytest
 
 from agentgym.cli import main
 from agentgym.evaluation import evaluate_agent
+from agentgym.http_service import HTTPService
 from agentgym.model_server import LLMResponder, ModelServer, ScriptedResponder, to_choice
 from agentgym.openai_agent import OpenAIAgent, OpenAIConfig
 from agentgym.reports import load_episodes
@@ -244,14 +244,9 @@ class Misbehaving(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def misbehaving():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Misbehaving)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     Misbehaving.hits, Misbehaving.failures = 0, 10**6
-    host, port = server.server_address[:2]
-    yield f"http://{host}:{port}/v1"
-    server.shutdown()
-    server.server_close()
+    with HTTPService(Misbehaving, "127.0.0.1", 0) as server:
+        yield f"{server.url}/v1"
 
 
 @pytest.mark.parametrize(

@@ -3,9 +3,8 @@
 import json
 import subprocess
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import gymnasium as gym
 import httpx
@@ -15,6 +14,7 @@ import agentgym
 from agentgym.envs.weather_data import load_snapshot
 from agentgym.envs.weather_run import WeatherOracle
 from agentgym.envs.weather_server import WeatherServer
+from agentgym.http_service import HTTPService
 
 ENV_ID = "agentgym/WeatherRun-v0"
 call = agentgym.ToolEnv.canonical
@@ -78,14 +78,9 @@ class Misbehaving(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def misbehaving():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Misbehaving)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
     Misbehaving.hits = 0
-    yield server
-    server.shutdown()
-    server.server_close()
+    with HTTPService(Misbehaving, "127.0.0.1", 0) as server:
+        yield server
 
 
 @pytest.mark.parametrize(
@@ -99,8 +94,7 @@ def misbehaving():
 )
 def test_service_failures_are_observations(misbehaving, mode, message):
     Misbehaving.mode = mode
-    host, port = misbehaving.server_address[:2]
-    env = http_env(f"http://{host}:{port}", timeout=0.2, retries=2)
+    env = http_env(misbehaving.url, timeout=0.2, retries=2)
     env.reset(seed=0)
     obs, reward, terminated, truncated, info = env.step(call("get_weather", city=env.unwrapped.city))
     assert f"weather service failed ({message}" in obs and "after 3 attempt(s)" in obs
