@@ -25,11 +25,19 @@ syntax was recognised, and whether it was the canonical one), ``summary``, ``rew
 
 A malformed action is never an exception: nothing is executed, the observation explains the
 error, and the reward is ``invalid_action_reward``.
+
+Bounds on what an action can cost: the parser's work is linear in the action (at most
+``max_action_length`` characters), at most ``max_calls_per_step`` calls of one action are executed (the
+rest are reported as not run), and each tool bounds its own time. Observations and the text in ``info``
+are always valid UTF-8 with no raw control characters: lone surrogates become U+FFFD and control
+characters other than newline and tab are shown escaped (``\\x1b``), so a program's output cannot
+drive the terminal or the log that displays it.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import warnings
 from collections import deque
 from collections.abc import Hashable, Sequence
@@ -56,6 +64,23 @@ class _Interpretation:
     error: str | None = None
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def valid_utf8(text: str) -> str:
+    """``text`` with lone surrogates (which no UTF-8 file or JSON encoder accepts) replaced by U+FFFD."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # valid surrogate pairs are joined first, then lone ones replaced
+        text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
+def safe_text(text: str) -> str:
+    """``text`` as valid UTF-8 with control characters (other than newline and tab) escaped as ``\\xNN``."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", valid_utf8(text))
+
+
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 30] + f" …[{len(text) - limit + 30} chars cut]"
 
@@ -75,6 +100,9 @@ class ToolEnv(gym.Env[str, str]):
     max_observation_length: ClassVar[int] = 16_384
     max_output_chars: ClassVar[int] = 4_000
     """A tool's output is cut to this many characters in the observation."""
+    max_calls_per_step: ClassVar[int] = 4
+    """Calls of one action that are executed; the rest are reported and skipped. Each tool call may cost up
+    to its own time limit (SQL 1 s, a sandboxed program 5 s), so this bounds a step's time too."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -159,8 +187,8 @@ class ToolEnv(gym.Env[str, str]):
         self._done = False
         self._turns.clear()
         self._reset_task(dict(options or {}))
-        summary = self.summary()
-        observation = f"{self.task_prompt()}\n\n{self.tools_prompt()}\n\nState: {summary}"
+        summary = safe_text(self.summary())
+        observation = safe_text(f"{self.task_prompt()}\n\n{self.tools_prompt()}\n\nState: {summary}")
         info = {
             "tools": [t.schema for t in self.tools.values()],
             "summary": summary,
@@ -181,7 +209,8 @@ class ToolEnv(gym.Env[str, str]):
             rewards["invalid_action"] = self.invalid_action_reward
         else:
             outputs = []
-            for k, (tool, kwargs) in enumerate(interp.calls):
+            calls = interp.calls[: self.max_calls_per_step]
+            for k, (tool, kwargs) in enumerate(calls):
                 result = self._execute(tool, kwargs)
                 outputs.append(_clip(result.output, self.max_output_chars))
                 for name, value in result.reward.items():
@@ -191,17 +220,23 @@ class ToolEnv(gym.Env[str, str]):
                     if k + 1 < len(interp.calls):
                         outputs.append(f"({len(interp.calls) - k - 1} more call(s) skipped: the episode is over)")
                     break
+            else:
+                if len(interp.calls) > len(calls):
+                    outputs.append(
+                        f"({len(interp.calls) - len(calls)} more call(s) not run: at most {self.max_calls_per_step} "
+                        "calls per action)"
+                    )
             output = "\n".join(outputs)
         self._done = self._done or terminated
         reward = float(sum(rewards.values()))
         self.episode_return += reward
-        summary = self.summary()
-        observation = self._observe(action, output, summary)
+        summary = safe_text(self.summary())
+        observation = self._observe(action, safe_text(output), summary)
         calls = interp.parse.calls
         info = {
             "tool_call": calls[0].to_dict() if calls else None,
             "tool_calls": [c.to_dict() for c in calls],
-            "parse_error": interp.error,
+            "parse_error": None if interp.error is None else safe_text(interp.error),
             "format": interp.parse.format,
             "canonical": interp.parse.canonical,
             "summary": summary,
@@ -257,7 +292,7 @@ class ToolEnv(gym.Env[str, str]):
         while turns and sum(map(len, turns)) > budget:
             turns.pop(0)
         if self.history:
-            self._turns.append((_clip(str(action), 500), output))
+            self._turns.append((safe_text(_clip(str(action), 500)), output))
         return _clip(head + "".join(turns) + tail, self.max_observation_length)
 
     @staticmethod

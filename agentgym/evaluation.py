@@ -32,7 +32,7 @@ from pydantic import BaseModel
 
 import agentgym
 from agentgym.registration import split_kwargs
-from agentgym.reports import EpisodeRecord, RunConfig, RunSummary, Timing, load_episodes, summarize, write_json
+from agentgym.reports import EpisodeRecord, RunConfig, RunSummary, Timing, load_episodes, summarize, to_json, write_json
 from agentgym.wrappers import DiscreteToolActions, as_discrete
 
 __all__ = ["EvalReport", "RandomAgent", "evaluate", "evaluate_agent", "make_agent", "model_source"]
@@ -478,7 +478,7 @@ class _EpisodeLog:
 
     def write(self, record: EpisodeRecord) -> None:
         if self.file is not None:
-            self.file.write(record.model_dump_json() + "\n")
+            self.file.write(to_json(record) + "\n")
             self.file.flush()
         self.records.append(record)
         self.bar.update(1)

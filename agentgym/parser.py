@@ -22,6 +22,7 @@ whose ``error`` says what was wrong (for an unknown tool, the closest real one).
 from __future__ import annotations
 
 import ast
+import bisect
 import difflib
 import json
 import re
@@ -38,6 +39,7 @@ MAX_ACTION_CHARS = 32_768
 
 MAX_CALLS = 16
 _MAX_JSON_STARTS = 64  # candidate '{' / '[' positions tried in one action
+_MAX_NUMBER_CHARS = 400  # digits in one number (Python refuses int() of more than 4,300)
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,8 @@ class _LenientJSON:
         if m := self._NUMBER.match(self.s, self.i):
             self.i = m.end()
             text = m.group()
+            if len(text) > _MAX_NUMBER_CHARS:  # int() of thousands of digits raises, and is quadratic before that
+                raise _Unparsable(f"a number of {len(text):,} characters; the limit is {_MAX_NUMBER_CHARS}")
             return float(text) if any(ch in text for ch in ".eE") else int(text)
         if m := self._WORD.match(self.s, self.i):
             self.i = m.end()
@@ -240,6 +244,12 @@ def _calls_from_json(obj: Any, known: Mapping[str, Any]) -> tuple[list[_Raw], st
     return [_Raw(name, _arguments(obj.get(arg_key)), strict=strict)], "json"
 
 
+def _bounded_int(text: str) -> int:
+    if len(text) > _MAX_NUMBER_CHARS:
+        raise _Unparsable(f"a number of {len(text):,} characters; the limit is {_MAX_NUMBER_CHARS}")
+    return int(text)
+
+
 def _not_strict(raws: list[_Raw]) -> list[_Raw]:
     for raw in raws:
         raw.strict = False
@@ -342,7 +352,7 @@ def _body_calls(body: str, known: Mapping[str, Any]) -> list[_Raw]:
     body, was_fenced = unfenced, unfenced != body  # a fenced body is tolerated, not canonical
     if body[:1] in "{[":
         try:
-            strict_obj = json.loads(body)
+            strict_obj = json.loads(body, parse_int=_bounded_int)
             strict = not was_fenced
         except (ValueError, RecursionError):  # deep nesting: the lenient reader says so plainly
             strict_obj, strict = None, False
@@ -398,20 +408,27 @@ def _find_tagged(text: str, known: Mapping[str, Any]) -> tuple[list[_Raw], str] 
     return calls, "tool_call" if first == "tool_call" else "call_tag"
 
 
-_REACT = re.compile(
-    r"Action\s*:\s*`*([A-Za-z_][\w.\-]*)`*\s*(?:\n\s*Action[ _]Input\s*:\s*(.*?))?"
-    r"(?=\n\s*(?:Observation|Thought|Action)\s*:|\Z)",
-    re.I | re.S,
-)
+# ReAct, read in one pass (a lazy regex with a look-ahead was quadratic on floods of newlines):
+# "Action: NAME" ending its line, optionally "Action Input: …" on the next non-blank line, the input running to
+# the next line that starts with Observation:, Thought: or Action:.
+_REACT_HEAD = re.compile(r"Action[ \t]*:[ \t]*`*([A-Za-z_][\w.\-]*)`*[ \t]*(?:\n|\Z)", re.I)
+_REACT_INPUT = re.compile(r"[ \t\n]*Action[ _]Input[ \t]*:[ \t]*", re.I)
+_REACT_STOP = re.compile(r"^[ \t]*(?:Observation|Thought|Action)[ \t]*:", re.I | re.M)
 
 
 def _find_react(text: str, known: Mapping[str, Any]) -> tuple[list[_Raw], str] | None:
     if "action" not in text.lower():
         return None
-    calls = []
-    for m in _REACT.finditer(text):
-        raw_input = _strip_fence((m.group(2) or "").strip())
-        calls.append(_Raw(m.group(1), _arguments(raw_input)))
+    stops = [m.start() for m in _REACT_STOP.finditer(text)]
+    calls, pos = [], 0
+    while len(calls) <= MAX_CALLS and (m := _REACT_HEAD.search(text, pos)):
+        pos = m.end()
+        raw_input = ""
+        if m.group(0).endswith("\n") and (inp := _REACT_INPUT.match(text, pos)):
+            k = bisect.bisect_left(stops, inp.end())
+            end = stops[k] if k < len(stops) else len(text)
+            raw_input, pos = text[inp.end() : end], end
+        calls.append(_Raw(m.group(1), _arguments(_strip_fence(raw_input.strip()))))
     return (calls, "react") if calls else None
 
 
@@ -494,8 +511,8 @@ def _resolve(raw: _Raw, known: Mapping[str, Tool | str]) -> ToolCall:
     spec = known.get(raw.name.lower()) or known.get(raw.name.lower().replace("-", "_"))
     if spec is None:
         names = [t if isinstance(t, str) else t.name for t in known.values()]
-        close = difflib.get_close_matches(raw.name, names, n=1, cutoff=0.5) or difflib.get_close_matches(
-            raw.name.lower(), [n.lower() for n in names], n=1, cutoff=0.5
+        close = difflib.get_close_matches(raw.name[:64], names, n=1, cutoff=0.5) or difflib.get_close_matches(
+            raw.name[:64].lower(), [n.lower() for n in names], n=1, cutoff=0.5
         )
         hint = f" Did you mean '{names[[n.lower() for n in names].index(close[0].lower())]}'?" if close else ""
         raise _Unparsable(f"unknown tool '{_clip(raw.name, 40)}'.{hint} Available tools: {', '.join(names)}")
@@ -547,8 +564,8 @@ def parse_tool_calls(
         if len(raws) > MAX_CALLS:
             return ParseResult(error=f"{len(raws)} tool calls in one action; the limit is {MAX_CALLS}")
         calls = tuple(_resolve(raw, known) for raw in raws)
-    except (_Unparsable, RecursionError) as exc:
-        return ParseResult(error=str(exc) or "could not read the tool call")
+    except (ValueError, RecursionError, MemoryError, OverflowError) as exc:  # _Unparsable is a ValueError
+        return ParseResult(error=str(exc)[:500] or "could not read the tool call")
     canonical = fmt == "tool_call" and all(raw.strict for raw in raws)
     return ParseResult(calls=calls, format=fmt, canonical=canonical)
 

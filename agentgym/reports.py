@@ -26,6 +26,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
+from agentgym.core import valid_utf8
+
 __all__ = [
     "EpisodeRecord",
     "RunConfig",
@@ -259,11 +261,29 @@ def load_episodes(path: str | Path) -> list[EpisodeRecord]:
     return records
 
 
+def to_json(model: BaseModel, indent: int | None = None) -> str:
+    """``model`` as JSON, with lone surrogates in its strings (a model's output may hold them) replaced by U+FFFD."""
+    try:
+        return model.model_dump_json(indent=indent)
+    except ValueError:  # pydantic refuses to encode a lone surrogate
+        return type(model).model_validate(_scrub(model.model_dump())).model_dump_json(indent=indent)
+
+
+def _scrub(value: Any) -> Any:
+    if isinstance(value, str):
+        return valid_utf8(value)
+    if isinstance(value, dict):
+        return {_scrub(k): _scrub(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_scrub(v) for v in value]
+    return value
+
+
 def write_json(path: str | Path, model: BaseModel) -> None:
     """Write ``model`` as indented JSON, atomically (a reader never sees half a file)."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(model.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    tmp.write_text(to_json(model, indent=2) + "\n", encoding="utf-8")
     os.replace(tmp, path)
 
 

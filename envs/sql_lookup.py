@@ -45,6 +45,9 @@ ABS_TOL = 1e-6
 MAX_ANSWER_ROWS = 10_000
 """An answer query may return at most this many rows (more is never a match for these questions)."""
 
+CACHE_BYTES = 8_000_000
+"""The query cache of one env holds at most this many bytes of results (then it starts over)."""
+
 CANDIDATES = 4
 """Candidate queries per task in the discrete view: the gold query and three distractors."""
 
@@ -89,7 +92,10 @@ def _cell(value: Any) -> tuple[int, Any]:
     if value is None:
         return (0, None)
     if isinstance(value, bool | int | float):
-        number = float(value)
+        try:
+            number = float(value)
+        except OverflowError:  # an int beyond any float: no gold number is that large
+            return (2, "overflow")
         return (1, number) if math.isfinite(number) else (2, str(value))
     if isinstance(value, bytes):
         return (3, value)
@@ -99,6 +105,13 @@ def _cell(value: Any) -> tuple[int, Any]:
     if _GROUPED.fullmatch(text):
         return (1, float(text.replace(",", "").replace("$", "")))
     return (2, text)
+
+
+def _result_bytes(result: QueryResult | QueryError) -> int:
+    """What a cached result holds, in bytes (text and blobs by length, other values 8)."""
+    if isinstance(result, QueryError):
+        return len(str(result))
+    return sum(len(v) if isinstance(v, str | bytes) else 8 for row in result.rows for v in row)
 
 
 def _cells_equal(a: tuple[int, Any], b: tuple[int, Any]) -> bool:
@@ -326,6 +339,7 @@ class SQLLookupEnv(ToolEnv):
             raise ValueError("the database has no tables")
         self._cache: dict[tuple[str, int], QueryResult | QueryError] = {}
         self._cache_size = query_cache
+        self._cache_bytes = 0
         self._gold: dict[str, QueryResult] = {}
         if custom:
             self.validate_tasks()
@@ -350,9 +364,12 @@ class SQLLookupEnv(ToolEnv):
             except QueryError as exc:
                 hit = exc
             if self._cache_size:
-                if len(self._cache) >= self._cache_size:
+                size = _result_bytes(hit) + len(key[0])
+                if len(self._cache) >= self._cache_size or self._cache_bytes + size > CACHE_BYTES:
                     self._cache.clear()
+                    self._cache_bytes = 0
                 self._cache[key] = hit
+                self._cache_bytes += size
         if isinstance(hit, QueryError):
             raise hit
         return hit

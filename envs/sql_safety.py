@@ -9,22 +9,27 @@ stacks independent defences, so that each alone would stop a write:
    ``PRAGMA query_only=1`` set before the authorizer is installed.
 2. **Statement check** (:func:`check_statement`): one statement per call; it must start with
    ``SELECT``, ``WITH``, ``VALUES``, ``EXPLAIN`` or ``PRAGMA``; at most ``max_sql_chars``
-   characters; no ``'now'`` (the database is a frozen snapshot, and a clock reading would make
-   episodes irreproducible).
+   characters.
 3. **Authorizer** (:func:`authorizer`): SQLite asks it about every table read, function and
    pragma while compiling a statement. Allowed: reads (``SELECT``, ``READ``, recursive CTEs),
    the functions in :data:`SAFE_FUNCTIONS`, and the schema pragmas in :data:`READ_PRAGMAS`
    (``table_info``, ``foreign_key_list``, …). Everything else is denied: INSERT/UPDATE/DELETE,
    every CREATE/DROP/ALTER (temp ones included), ATTACH/DETACH (so also ``VACUUM INTO``),
-   transactions, pragma writes, ``load_extension``, and the nondeterministic ``random()``,
-   ``randomblob()`` and ``current_timestamp``, and table-valued functions.
+   transactions, pragma writes, ``load_extension``, the nondeterministic ``random()``,
+   ``randomblob()``, ``current_date``/``current_time``/``current_timestamp``, and table-valued functions.
 4. **Limits** (``Connection.setlimit``): no attached databases, strings and blobs at most
-   ``max_value_bytes``, SQL text, expression depth, compound selects and LIKE patterns capped.
-5. **Deadline**: a progress handler aborts any statement that runs longer than ``time_limit``
-   seconds (a recursive CTE without end, a cross join of big tables, a sort of one).
-6. **Bounded output**: rows are read one at a time; the first ``max_rows`` are kept, the rest are
-   only counted (up to ``max_count``), and at most ``max_columns`` result columns are accepted.
-   Text that is not valid UTF-8 is decoded with U+FFFD replacement characters instead of failing.
+   ``max_value_bytes`` (10 kB), SQL text, expression depth, compound selects and LIKE patterns (100
+   characters) capped. These bound the cost of any *single* function call, which no deadline can
+   interrupt: with 10 kB values an ``instr`` or ``LIKE`` takes milliseconds.
+5. **Guarded functions** (:class:`_GuardedFunctions`): the date functions refuse the clock and the time
+   zone at run time (``date('n' || 'ow')`` included; the database is a frozen snapshot and answers must
+   be reproducible), and ``printf``/``format`` refuse ``*`` and widths over 1,000.
+6. **Deadline**: a progress handler, called every 1,000 virtual-machine steps, aborts any statement that
+   runs longer than ``time_limit`` seconds (a recursive CTE without end, a cross join of big tables).
+7. **Bounded output**: rows are read one at a time; the first ``max_rows`` are kept (at most
+   ``max_result_bytes`` in all), the rest are only counted (up to ``max_count``), and at most
+   ``max_columns`` result columns are accepted. Text that is not valid UTF-8 is decoded with U+FFFD
+   replacement characters instead of failing.
 
 Every refusal or failure is a :class:`QueryError` whose message says what happened and what is
 allowed, never a crash, and nothing on disk changes. Example::
@@ -69,7 +74,7 @@ SAFE_FUNCTIONS = frozenset(
     # aggregates and window functions
     "avg count group_concat string_agg sum total row_number rank dense_rank percent_rank cume_dist ntile lag "
     "lead first_value last_value nth_value "
-    # date and time (on stored dates; 'now' is refused by check_statement)
+    # date and time (on stored dates; the clock is refused at run time), printf/format (widths bounded)
     "date time datetime julianday strftime unixepoch timediff "
     # math
     "acos acosh asin asinh atan atan2 atanh ceil ceiling cos cosh degrees exp floor ln log log10 log2 mod pi "
@@ -106,7 +111,11 @@ _ACTION_NAMES = {
 _READ_ONLY_HINT = "the database is read-only: run one SELECT query (WITH … SELECT, VALUES and EXPLAIN work too)"
 _STATEMENTS = frozenset({"SELECT", "WITH", "VALUES", "EXPLAIN", "PRAGMA"})
 _LEADING_NOISE = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?(?:\*/|$)|\()*", re.S)
-_NOW = re.compile(r"'\s*now\s*'", re.I)
+_CLOCK_ARGS = frozenset({"now", "localtime", "utc"})  # the wall clock and the machine's time zone
+_DATE_FUNCTIONS = {"date": 1, "time": 1, "datetime": 1, "julianday": 1, "unixepoch": 1, "strftime": 2}
+"""Date functions (with the argument count below which SQLite reads the clock) that run guarded."""
+_PRINTF_SPEC = re.compile(r"%[-+ 0#!,]*(\*|\d*)(?:\.(\*|\d*))?")
+_MAX_PRINTF_WIDTH = 1_000
 
 
 class QueryError(Exception):
@@ -187,7 +196,8 @@ def check_statement(sql: str, max_sql_chars: int = 10_000) -> str:
     """The query, stripped, if it passes the statement rules; else :class:`QueryError` saying which rule.
 
     Rules: text (valid Unicode, no NUL), at most ``max_sql_chars`` characters, exactly one statement,
-    starting with SELECT, WITH, VALUES, EXPLAIN or PRAGMA, and no ``'now'``.
+    starting with SELECT, WITH, VALUES, EXPLAIN or PRAGMA. (The clock is refused at run time, by the
+    date functions themselves: see :class:`_GuardedFunctions`.)
     """
     if not isinstance(sql, str):
         raise QueryError(f"the query must be text, got {type(sql).__name__}", "refused")
@@ -210,12 +220,66 @@ def check_statement(sql: str, max_sql_chars: int = 10_000) -> str:
     word = keyword.group().upper() if keyword else sql[start : start + 10]
     if word not in _STATEMENTS:
         raise QueryError(f"{word!s} statements are refused: {_READ_ONLY_HINT}", "refused")
-    if _NOW.search(sql):
-        raise QueryError(
-            "'now' is not available: the database is a frozen snapshot; use the dates given in the question",
-            "refused",
-        )
     return sql
+
+
+class _GuardedFunctions:
+    """SQLite's date and ``printf``/``format`` functions, replaced by checked versions of themselves.
+
+    The real function runs on a private in-memory connection with the same length limit, after a check
+    of its arguments that no text match of the query could do (``date('n' || 'ow')`` builds the word at
+    run time): the date functions refuse ``'now'``, ``'localtime'`` and ``'utc'`` (the wall clock and the
+    machine's time zone would make answers irreproducible) and a call without a time value (which means
+    now); ``printf`` refuses ``*`` and widths or precisions over 1,000 (``printf('%.*c', 2000000000, 'x')``
+    would run for seconds inside one call, where no deadline can stop it).
+    """
+
+    def __init__(self, max_value_bytes: int) -> None:
+        self.engine = sqlite3.connect(":memory:", isolation_level=None)
+        self.engine.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max_value_bytes)
+        self.engine.text_factory = _decode_text
+        self.refusal: str | None = None
+
+    def install(self, conn: sqlite3.Connection) -> None:
+        for name, clock_below in _DATE_FUNCTIONS.items():
+            conn.create_function(name, -1, self._date(name, clock_below), deterministic=True)
+        for name in ("printf", "format"):
+            conn.create_function(name, -1, self._printf(name), deterministic=True)
+
+    def _refuse(self, reason: str) -> None:
+        self.refusal = reason
+        raise ValueError(reason)
+
+    def _call(self, name: str, args: tuple) -> Any:
+        marks = ", ".join("?" * len(args))
+        return self.engine.execute(f"SELECT {name}({marks})", args).fetchone()[0]
+
+    def _date(self, name: str, clock_below: int):
+        def guarded(*args: Any) -> Any:
+            if len(args) < clock_below or any(
+                isinstance(a, str) and a.strip().lower() in _CLOCK_ARGS for a in args
+            ):
+                self._refuse(
+                    f"{name}() without a date, or with 'now', 'localtime' or 'utc', is not available: the database "
+                    "is a frozen snapshot; use the dates given in the question"
+                )
+            return self._call(name, args)
+
+        return guarded
+
+    def _printf(self, name: str):
+        def guarded(*args: Any) -> Any:
+            if args and isinstance(args[0], str):
+                for m in _PRINTF_SPEC.finditer(args[0]):
+                    for part in m.groups():
+                        if part == "*" or (part and int(part[:5]) > _MAX_PRINTF_WIDTH):
+                            self._refuse(f"{name}() widths and precisions are limited to {_MAX_PRINTF_WIDTH} (no '*')")
+            return self._call(name, args)
+
+        return guarded
+
+    def close(self) -> None:
+        self.engine.close()
 
 
 class ReadOnlySQLite:
@@ -229,6 +293,7 @@ class ReadOnlySQLite:
         max_value_bytes: Longest string or blob a query may produce (SQLite's ``SQLITE_LIMIT_LENGTH``).
         max_columns: Most result columns accepted.
         max_count: Rows beyond the kept ones are counted up to this number, then counting stops.
+        max_result_bytes: Most bytes the kept rows may hold (text and blobs by length, numbers 8 each).
     """
 
     def __init__(
@@ -237,9 +302,10 @@ class ReadOnlySQLite:
         *,
         time_limit: float = 1.0,
         max_sql_chars: int = 10_000,
-        max_value_bytes: int = 100_000,
+        max_value_bytes: int = 10_000,
         max_columns: int = 100,
         max_count: int = 100_000,
+        max_result_bytes: int = 1_000_000,
     ) -> None:
         self._settings = {
             "time_limit": time_limit,
@@ -247,6 +313,7 @@ class ReadOnlySQLite:
             "max_value_bytes": max_value_bytes,
             "max_columns": max_columns,
             "max_count": max_count,
+            "max_result_bytes": max_result_bytes,
         }
         self.path = Path(path).resolve()
         if not self.path.is_file():
@@ -260,8 +327,11 @@ class ReadOnlySQLite:
                 f"{self.path} is in WAL mode, which cannot be read without writing its -shm file; "
                 "convert it once with: sqlite3 FILE 'PRAGMA journal_mode=DELETE'"
             )
-        if time_limit <= 0 or max_sql_chars < 1 or max_value_bytes < 1 or max_columns < 1 or max_count < 1:
-            raise ValueError("time_limit, max_sql_chars, max_value_bytes, max_columns and max_count must be positive")
+        if min(time_limit, max_sql_chars, max_value_bytes, max_columns, max_count, max_result_bytes) <= 0:
+            raise ValueError(
+                "time_limit, max_sql_chars, max_value_bytes, max_columns, max_count and max_result_bytes must be positive"
+            )
+        self.max_result_bytes = int(max_result_bytes)
         self.time_limit = float(time_limit)
         self.max_sql_chars = int(max_sql_chars)
         self.max_columns = int(max_columns)
@@ -277,18 +347,21 @@ class ReadOnlySQLite:
                 sqlite3.SQLITE_LIMIT_SQL_LENGTH: self.max_sql_chars * 4,  # bytes of UTF-8
                 sqlite3.SQLITE_LIMIT_EXPR_DEPTH: 100,
                 sqlite3.SQLITE_LIMIT_COMPOUND_SELECT: 50,
-                sqlite3.SQLITE_LIMIT_LIKE_PATTERN_LENGTH: 1_000,
+                sqlite3.SQLITE_LIMIT_LIKE_PATTERN_LENGTH: 100,
                 sqlite3.SQLITE_LIMIT_TRIGGER_DEPTH: 1,
                 sqlite3.SQLITE_LIMIT_WORKER_THREADS: 0,
             }
             for category, value in limits.items():
                 conn.setlimit(category, value)
             conn.text_factory = _decode_text
+            self._guarded = _GuardedFunctions(int(max_value_bytes))
+            self._guarded.install(conn)
             conn.set_authorizer(self._authorize)
-            conn.set_progress_handler(self._past_deadline, 10_000)
+            conn.set_progress_handler(self._past_deadline, 1_000)
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # fail now on a corrupt file
         except sqlite3.Error as exc:
             conn.close()
+            self._guarded.close()
             raise ValueError(f"cannot read {self.path} as a SQLite database: {exc}") from None
         self._conn: sqlite3.Connection | None = conn
 
@@ -313,6 +386,8 @@ class ReadOnlySQLite:
         message = str(exc)
         if self._denied is not None:
             return QueryError(f"refused: {self._denied}; {_READ_ONLY_HINT}", "refused")
+        if self._guarded.refusal is not None:
+            return QueryError(f"refused: {self._guarded.refusal}", "refused")
         if message == "interrupted":
             return QueryError(
                 f"stopped: the query ran longer than the {self.time_limit:g} s limit "
@@ -342,7 +417,7 @@ class ReadOnlySQLite:
         sql = check_statement(sql, self.max_sql_chars)
         started = time.monotonic()
         self._deadline = started + self.time_limit
-        self._denied = None
+        self._denied = self._guarded.refusal = None
         cursor = None
         try:
             cursor = self.conn.execute(sql)
@@ -352,10 +427,17 @@ class ReadOnlySQLite:
                     f"refused: the result has {len(description)} columns; the limit is {self.max_columns}", "refused"
                 )
             rows = []
-            total, capped = 0, False
+            total, capped, size = 0, False, 0
             fetch = cursor.fetchone
             while (row := fetch()) is not None:
                 if total < max_rows:
+                    size += sum(len(v) if isinstance(v, str | bytes) else 8 for v in row)
+                    if size > self.max_result_bytes:
+                        raise QueryError(
+                            f"refused: the result is larger than {self.max_result_bytes:,} bytes; select fewer or "
+                            "shorter columns, or fewer rows",
+                            "refused",
+                        )
                     rows.append(row)
                 total += 1
                 if total >= self.max_count and total >= max_rows:
@@ -409,6 +491,7 @@ class ReadOnlySQLite:
     def close(self) -> None:
         if self._conn is not None:
             self._conn.close()
+            self._guarded.close()
             self._conn = None
 
     def __getstate__(self) -> dict[str, Any]:

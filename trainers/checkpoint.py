@@ -3,7 +3,8 @@
 A checkpoint directory holds the policy (``save_pretrained``: loadable by ``from_pretrained`` like
 any model) and ``trainer_state.pt``: step, optimizer and scheduler state, and every random number
 generator the run draws from (torch, Python, the sampling generator), so a resumed run continues
-exactly where the stopped one was.
+exactly where the stopped one was. The state is read with ``torch.load(weights_only=True)``: a crafted
+file cannot run code on ``--resume``.
 """
 
 from __future__ import annotations
@@ -62,12 +63,25 @@ def load_trainer_state(
     rng: random.Random,
 ) -> dict[str, Any]:
     """Restore optimizer, scheduler and RNG states from a checkpoint; returns the saved state dict."""
-    state = torch.load(Path(path) / STATE_FILE, weights_only=False)
+    state = _load_state(Path(path) / STATE_FILE)
     optimizer.load_state_dict(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
     torch.set_rng_state(state["torch_rng"])
     generator.set_state(state["generator"])
     rng.setstate(state["python_rng"])
+    return state
+
+
+def _load_state(file: Path) -> dict[str, Any]:
+    """The trainer state, unpickled with torch's ``weights_only`` loader: tensors, numbers, strings and
+    containers only, so a crafted file cannot run code. Any other content is refused, naming the file."""
+    try:
+        state = torch.load(file, weights_only=True)
+    except Exception as exc:  # UnpicklingError for a forbidden object; others for a truncated or foreign file
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValueError(f"{file}: not a trainer state this version can load safely ({first[:200]})") from None
+    if not isinstance(state, dict) or not {"step", "optimizer", "scheduler"} <= set(state):
+        raise ValueError(f"{file}: not a trainer state (expected step, optimizer and scheduler entries)")
     return state
 
 

@@ -212,7 +212,14 @@ class TorchAgent(DiscreteAgent):
     @classmethod
     def load(cls, path: str | Path, env: gym.Env | None = None) -> Any:
         """Load a saved agent. Without ``env``, one is made from the saved env id."""
-        checkpoint = torch.load(Path(path), weights_only=True)
+        try:
+            checkpoint = torch.load(Path(path), weights_only=True)
+            if not isinstance(checkpoint, dict) or "algorithm" not in checkpoint:
+                raise ValueError("no 'algorithm' entry")
+        except FileNotFoundError:
+            raise
+        except Exception as exc:  # truncated, empty, foreign or crafted: nothing is unpickled beyond tensors
+            raise ValueError(f"{path}: not a saved agent ({type(exc).__name__}: {str(exc)[:200]})") from None
         if checkpoint["algorithm"] != cls.algorithm:
             raise ValueError(f"{path} holds a {checkpoint['algorithm']!r} agent, not {cls.algorithm!r}")
         if env is None:

@@ -156,19 +156,28 @@ class TabularAgent(DiscreteAgent):
     @classmethod
     def load(cls, path: str | Path, env: gym.Env | None = None) -> TabularAgent:
         """Load a saved agent. Without ``env``, one is made from the saved env id."""
-        with np.load(Path(path), allow_pickle=False) as data:
-            q = data["q"]
-            meta = json.loads(str(data["meta"]))
+        try:
+            with np.load(Path(path), allow_pickle=False) as data:
+                q = np.asarray(data["q"], dtype=np.float64)
+                meta = json.loads(str(data["meta"]))
+            episodes_done = int(meta["episodes_done"])
+            algorithm, env_id, config = meta["algorithm"], meta["env_id"], meta["config"]
+        except FileNotFoundError:
+            raise
+        except Exception as exc:  # truncated, empty, not an npz, or missing entries
+            raise ValueError(f"{path}: not a saved Q-table ({type(exc).__name__}: {str(exc)[:200]})") from None
+        if q.ndim != 2 or not np.isfinite(q).all():
+            raise ValueError(f"{path}: the Q-table must be a 2-D array of finite numbers (found NaN/inf or bad shape)")
         if env is None:
-            if not meta["env_id"]:
+            if not env_id:
                 raise ValueError(f"{path} records no env id; pass env=")
-            env = gym.make(meta["env_id"])
-        agent_cls = {c.algorithm: c for c in (QLearning, SARSA)}.get(meta["algorithm"], cls)
-        agent = agent_cls(env, TabularConfig.model_validate(meta["config"]))
+            env = gym.make(env_id)
+        agent_cls = {c.algorithm: c for c in (QLearning, SARSA)}.get(algorithm, cls)
+        agent = agent_cls(env, TabularConfig.model_validate(config))
         if agent.q.shape != q.shape:
             raise ValueError(f"Q-table shape {q.shape} in {path} does not fit this env's {agent.q.shape}")
         agent.q[:] = q
-        agent.episodes_done = int(meta["episodes_done"])
+        agent.episodes_done = episodes_done
         return agent
 
 
