@@ -288,7 +288,7 @@ class WeatherOracle:
     """
 
     def predict(self, observation: str, state: Any = None, deterministic: bool = True) -> tuple[str, None]:
-        m = _STATE.search(observation.splitlines()[-1] if observation else "")
+        m = _STATE.match(observation.splitlines()[-1] if observation else "")  # anchored: linear time
         if m is None:
             return ToolCall("answer", {"suitable": False}).to_text(), None
         city = m["city"]

@@ -3,6 +3,11 @@
 ``agentgym serve weather --snapshot PATH --port 8000`` runs it; tests start it on 127.0.0.1 with
 port 0 and drive the ``http`` backend against it. The schema is documented in
 :mod:`agentgym.envs.weather_backends`.
+
+The API is GET-only, so the server takes no request body (a Content-Length above 0 is answered 413 before
+anything is read); everything else a client may send is bounded by :class:`agentgym.http_service.Limits`
+(defaults: 512 open connections, 32 requests answered at once, 16 KiB of request line and headers, 20 s for a
+request to arrive, 60 s idle keep-alive). ``WeatherServer(limits=Limits(...))`` changes them.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from agentgym.envs.weather_data import SNAPSHOT_V0, WeatherRecord, city_key, load_snapshot
-from agentgym.http_service import HTTPService
+from agentgym.http_service import HTTPService, Limits
 
 __all__ = ["WeatherServer"]
 
@@ -43,9 +48,17 @@ class WeatherServer(HTTPService):
     """Serve ``snapshot`` at ``http://host:port`` (port 0 picks a free one; see :attr:`url`).
 
     Use as a context manager to run it in a background thread, or call :meth:`serve_forever`.
+    ``limits`` bounds what a client may send (default: the :class:`Limits` defaults with no request body).
     """
 
-    def __init__(self, snapshot: str | Path | None = None, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        snapshot: str | Path | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        limits: Limits | None = None,
+    ) -> None:
         records = {(city_key(r.city), r.date): r for r in load_snapshot(snapshot or SNAPSHOT_V0)}
 
         class Handler(BaseHTTPRequestHandler):
@@ -66,13 +79,16 @@ class WeatherServer(HTTPService):
 
             def _send(self, status: int, body: dict[str, Any]) -> None:
                 data = json.dumps(body, ensure_ascii=False).encode("utf-8")
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json; charset=utf-8")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json; charset=utf-8")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except OSError:  # the client gave up (its timeout) or stopped reading (ours)
+                    self.close_connection = True
 
             def log_message(self, format: str, *args: Any) -> None:  # quiet by default
                 pass
 
-        super().__init__(Handler, host, port)
+        super().__init__(Handler, host, port, limits=limits or Limits(max_body_bytes=0))

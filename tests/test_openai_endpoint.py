@@ -173,6 +173,29 @@ def test_the_tiny_model_served_over_http(tiny_model_path, tmp_path):
     assert served.observations[0] == in_process.observations[0] and served.actions[0] == in_process.actions[0]
 
 
+def test_the_model_server_checks_what_the_model_is_given(tiny_model_path):
+    from agentgym.llm import LLMPolicy
+
+    with ModelServer(LLMResponder(LLMPolicy.from_pretrained(tiny_model_path), name="tiny")) as server:
+        url = f"{server.url}/chat/completions"
+        history = [
+            {"role": "user", "content": [{"type": "text", "text": "Weather in Lima?"}, {"type": "image_url"}]},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": "c0", "function": {"name": "get_weather", "arguments": '{"city": "Lima"}'}}],
+            },
+            {"role": "tool", "tool_call_id": "c0", "content": "18 °C"},
+        ]
+        reply = httpx.post(url, json={"messages": history, "max_tokens": 4, "seed": 2**64 - 1}, timeout=30)
+        assert reply.status_code == 200 and reply.json()["usage"]["completion_tokens"] <= 4
+        # longer than the model's 4096 positions: the client's error, not a failed generation
+        long = httpx.post(url, json={"messages": [{"role": "user", "content": "weather " * 5000}]}, timeout=30)
+        assert long.status_code == 400 and "this model reads at most 4095" in long.json()["error"]["message"]
+        bad = httpx.post(url, json={"messages": [{"role": "user", "content": [{"text": 5}]}]}, timeout=30)
+        assert bad.status_code == 400 and "messages.0.content" in bad.json()["error"]["message"]
+
+
 def test_tool_calls_and_content_are_told_apart():
     message, finish = to_choice('Sure. get_weather(city="Lima")', ["get_weather", "answer"])
     assert finish == "tool_calls" and message["tool_calls"][0]["function"] == {

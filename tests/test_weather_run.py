@@ -1,5 +1,7 @@
 """WeatherRun-v0: the rule, rewards, frozen snapshot, splits, oracle, discrete view and tabular learning."""
 
+import time
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -234,3 +236,18 @@ def test_stable_baselines3_check_env():
     sb3_checker = pytest.importorskip("stable_baselines3.common.env_checker")
     for env_id in (ENV_ID, "agentgym/CliffWalk-v0"):
         sb3_checker.check_env(DiscreteToolActions(gym.make(env_id)), warn=True)
+
+
+def test_the_oracle_reads_a_hostile_observation_in_linear_time():
+    # 16 384 characters (the longest observation) of "State: " took 0.5 s: a search retried at every "State: "
+    oracle = WeatherOracle()
+
+    def seconds(chars):
+        text = ("State: " * chars)[:chars]
+        start = time.perf_counter()
+        assert oracle.predict(text)[0].startswith('<tool_call>{"name": "answer"')
+        return time.perf_counter() - start
+
+    small = min(seconds(2048) for _ in range(3))
+    large = min(seconds(16_384) for _ in range(3))
+    assert large <= 20 * small + 0.005 and large <= 0.05, (small, large)
