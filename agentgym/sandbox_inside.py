@@ -14,13 +14,14 @@ Protocol: ``python -c SOURCE JOB_FD RESULT_FD [SETUP]``.
 - ``JOB_FD`` holds one :mod:`marshal`-ed dict: ``mode`` (``"run"`` or ``"calls"``), ``code``, ``calls``
   (expressions to evaluate after the code, in ``calls`` mode), ``rlimits`` (name → value), ``call_timeout``
   (seconds per call) and ``unsafe`` (no namespaces around this process: ask the kernel to kill it if the harness
-  dies, and to refuse it new privileges).
+  dies, to refuse it new privileges, and install the system-call filter ``seccomp``, which bwrap and the
+  ``unshare`` layer's init install themselves).
 - ``RESULT_FD`` receives one ``repr`` of a dict per line (the harness reads them with ``ast.literal_eval``):
   ``{"error": ...}`` for an exception in the program (``run``) or in the code before the calls
   (``load_error``), ``{"i": k, "value": repr}`` or ``{"i": k, "error": ...}`` per call, and ``{"done": n}``.
 - ``SETUP`` (``unshare`` layer only, a marshal-ed dict as hex) describes the root file system to build while
-  still root in the new namespaces; then privileges are dropped and the job runs in a child process, with this
-  process as the PID namespace's init.
+  still root in the new namespaces; then privileges are dropped, the system-call filter ``seccomp`` is installed
+  and the job runs in a child process, with this process as the PID namespace's init.
 """
 
 import _signal
@@ -65,7 +66,7 @@ def _error(exc):
         message = exc.msg if isinstance(exc, SyntaxError) else str(exc)
     except BaseException:  # a hostile __str__
         message = "?"
-    return {"error": type(exc).__name__, "message": str(message)[:300], "line": line}
+    return {"error": type(exc).__name__[:100], "message": str(message)[:300], "line": line}
 
 
 def _print_traceback(exc, code):
@@ -103,12 +104,13 @@ def _prepare(job):
         if name == "RLIMIT_CPU":
             hard = value + 1  # SIGXCPU at the soft limit, SIGKILL a second later
         resource.setrlimit(getattr(resource, name), (soft, hard))
-    if job.get("unsafe"):  # no namespaces: die with the harness, and never gain privileges (setuid binaries)
+    if job.get("unsafe"):  # no namespaces: die with the harness, never gain privileges (setuid binaries)
         import ctypes
 
-        libc = ctypes.CDLL(None)
+        libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL
-        libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
+        no_new_privileges(libc)
+        install_filter(libc, job["seccomp"])
     builtins.exit = _Quitter("exit")
     builtins.quit = _Quitter("quit")
 
@@ -173,6 +175,27 @@ def main(job_fd, result_fd):
         pass
 
 
+def no_new_privileges(libc):
+    """``PR_SET_NO_NEW_PRIVS``: no setuid binary gives this process or its children privileges (and an
+    unprivileged process may install a seccomp filter)."""
+    import ctypes
+
+    if libc.prctl(38, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+
+
+def install_filter(libc, program):
+    """Install the classic BPF system-call filter ``program`` (bytes of ``struct sock_filter``) on this process
+    and everything it starts (``prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER)``; needs ``no_new_privileges`` first)."""
+    import ctypes
+
+    instructions = ctypes.create_string_buffer(program, len(program))
+    order = sys.byteorder  # struct sock_fprog on a 64-bit machine: u16 length, 6 bytes of padding, a pointer
+    fprog = (len(program) // 8).to_bytes(2, order) + bytes(6) + ctypes.addressof(instructions).to_bytes(8, order)
+    if libc.prctl(22, 2, fprog, 0, 0) != 0:  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP) failed")
+
+
 # ============================================================================ the unshare layer's root file system
 
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
@@ -182,7 +205,8 @@ DEVICES = ("null", "zero", "full", "random", "urandom")
 
 def build_root(setup):
     """As root in fresh mount/PID/net/IPC/UTS namespaces: a read-only tmpfs root holding read-only binds of
-    what Python needs, ``/dev`` nodes, a fresh ``/proc`` and a size-capped tmpfs work dir; chroot into it."""
+    what Python needs, ``/dev`` nodes, a fresh ``/proc`` and a size- and inode-capped tmpfs work dir; chroot into
+    it, drop privileges and install the system-call filter."""
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
@@ -219,7 +243,7 @@ def build_root(setup):
     os.mkdir(root + "/proc")
     mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     os.mkdir(root + setup["work"])
-    work_options = f"size={setup['disk_bytes']},mode=700,uid={uid},gid={gid}"
+    work_options = f"size={setup['disk_bytes']},nr_inodes={setup['inodes']},mode=700,uid={uid},gid={gid}"
     mount("tmpfs", root + setup["work"], "tmpfs", MS_NOSUID | MS_NODEV, work_options)
     os.symlink(setup["work"], root + "/tmp")
     mount(None, root, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
@@ -229,8 +253,8 @@ def build_root(setup):
     os.setgroups([])
     os.setresgid(gid, gid, gid)
     os.setresuid(uid, uid, uid)
-    if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+    no_new_privileges(libc)
+    install_filter(libc, setup["seccomp"])
 
 
 def init(setup, job_fd, result_fd):

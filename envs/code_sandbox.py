@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import builtins
 import re
+import warnings
 from collections.abc import Hashable, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,11 @@ OUTCOMES = ("?", "pass", "fail")
 """What the discrete view remembers of a candidate: visible tests not run yet, all passed, or not all passed."""
 STDOUT_CHARS = 2_000
 STDERR_CHARS = 1_500
+BUILTIN_ERRORS = frozenset(
+    name for name, value in vars(builtins).items() if isinstance(value, type) and issubclass(value, BaseException)
+) | {"Timeout"}
+"""The exception names ``submit`` may show (``Timeout``: a call ran past ``call_timeout``); any other name is one the
+code chose (a class made with ``type(text, ...)`` or a forged record) and reads ``an exception``."""
 
 
 class RewardWeights(BaseModel):
@@ -71,7 +78,10 @@ class CodeSandboxEnv(ToolEnv):
       stderr (last 1,500, where a traceback ends).
     - ``run_tests(code)``: defines the code and runs the visible tests on it: which passed, and for each failure
       the value returned or the exception (``IndexError: list index out of range (line 4)``).
-    - ``submit(code)``: runs the hidden tests and ends the episode.
+    - ``submit(code)``: runs the hidden tests and ends the episode, always (a submission that cannot be scored scores
+      0). It shows the number passed and the first failure as a built-in exception's name and line, or how the run
+      ended — never the code's output or messages, since the code can read the hidden test inputs (they run in its
+      process) and would otherwise echo them back to the agent.
 
     ## Rewards (``rewards=`` / :class:`RewardWeights`)
     ``hidden_tests`` (1.0) × the fraction of hidden tests the submission passes; ``test_improvement`` (default 0,
@@ -207,14 +217,21 @@ class CodeSandboxEnv(ToolEnv):
         Args:
             code: Source that defines the function.
         """
-        report = self.sandbox.run_tests(code, self.task.hidden())
         self.submitted = True
+        self.hidden_passed = 0
+        try:
+            report = self.sandbox.run_tests(code, self.task.hidden())
+        except Exception as exc:  # noqa: BLE001 (the sandbox itself failed: the submission scores 0, the episode ends)
+            warnings.warn(f"CodeSandbox: the hidden tests could not be run: {exc!r}", RuntimeWarning, stacklevel=2)
+            text = f"Submitted: the hidden tests could not be run ({type(exc).__name__}); reward 0.000."
+            return ToolResult(text, {"hidden_tests": 0.0}, terminated=True)
         self.hidden_passed = report.passed
         score = self.rewards.hidden_tests * report.fraction
         text = f"Submitted: {report.passed}/{report.total} hidden tests passed (reward {score:.3f})."
         if report.load_error is not None:
-            text += f" Your code failed before the tests ran: {report.load_error_text()}."
-        elif report.passed < report.total and (first := report.first_error()):
+            error = report.load_error
+            text += f" Your code failed before the tests ran: {_public_error(error['error'], error['line'], code)}."
+        elif report.passed < report.total and (first := _first_hidden_failure(report, code)):
             text += f" First error: {first}."
         return ToolResult(text, {"hidden_tests": score}, terminated=True)
 
@@ -319,6 +336,22 @@ def _format_tests(report: TestReport) -> str:
         out = report.result.stdout
         lines.append("Your code printed:\n" + (out if len(out) <= 500 else out[:500] + " …[cut]").rstrip())
     return "\n".join(lines)
+
+
+def _public_error(name: str, line: int | None, code: str) -> str:
+    """``IndexError line 4``: a built-in exception's name (else ``an exception``) and a line of ``code``."""
+    shown = name if name in BUILTIN_ERRORS else "an exception"
+    return f"{shown} line {line}" if line is not None and 1 <= line <= code.count("\n") + 1 else shown
+
+
+def _first_hidden_failure(report: TestReport, code: str) -> str | None:
+    """The first hidden test that failed without a value, in words the code cannot choose."""
+    for outcome in report.outcomes:
+        if not outcome.passed and outcome.got is None:
+            if outcome.error_type is None:  # no record: how the run ended, as the harness saw it
+                return report.result.error_summary() or "no result"
+            return _public_error(outcome.error_type, outcome.line, code)
+    return None
 
 
 _PROBLEM = re.compile(r"^(?:Task: )?Problem (\S+)", re.M)
