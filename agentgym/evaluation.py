@@ -32,7 +32,18 @@ from pydantic import BaseModel
 
 import agentgym
 from agentgym.registration import split_kwargs
-from agentgym.reports import EpisodeRecord, RunConfig, RunSummary, Timing, load_episodes, summarize, to_json, write_json
+from agentgym.reports import (
+    EpisodeRecord,
+    RunConfig,
+    RunSummary,
+    Timing,
+    error_line,
+    load_episodes,
+    load_run_config,
+    summarize,
+    to_json,
+    write_json,
+)
 from agentgym.wrappers import DiscreteToolActions, as_discrete
 
 __all__ = ["EvalReport", "RandomAgent", "evaluate", "evaluate_agent", "make_agent", "model_source"]
@@ -136,11 +147,10 @@ def make_agent(spec: str, env: gym.Env, seed: int | None = None) -> tuple[Any, g
         agent = TabularAgent.load(arg, env)
         return agent, agent.env
     if kind == "torch":
-        import torch
-
         from agentgym.trainers import PPO, REINFORCE
+        from agentgym.trainers.reinforce import read_checkpoint
 
-        algorithm = torch.load(arg, weights_only=True).get("algorithm")
+        algorithm = read_checkpoint(arg)["algorithm"]
         agent_cls = {"reinforce": REINFORCE, "ppo": PPO}.get(algorithm)
         if agent_cls is None:
             raise ValueError(f"{arg} holds no REINFORCE or PPO checkpoint (algorithm {algorithm!r})")
@@ -200,21 +210,32 @@ class _PolicyPlayer(_Player):
         for index, reset in jobs:
             if isinstance(policy, RandomAgent):  # each episode's actions depend on its index only (resumable)
                 policy.action_space.seed(reset["seed"])
-            obs, info = env.reset(**reset)
             record = EpisodeRecord(index=index, reset=reset)
-            record.observations.append(info["text"] if discrete else str(obs))
-            for _ in range(self.max_steps):
-                action = act(obs)
-                text = discrete.menu[int(action)] if discrete else str(action)
-                obs, reward, terminated, truncated, info = env.step(action)
-                record.step(text, info["text"] if discrete else str(obs), reward, info)
-                if terminated or truncated:
-                    record.terminated = bool(terminated)
-                    record.truncation = None if terminated else "time_limit"
-                    break
-            else:
-                record.truncation = "max_steps"
+            try:
+                self._play_one(record, act, discrete)
+            except Exception as exc:  # a failing agent or env fails this episode, never the run
+                record.error = episode_error(exc)
             emit(record)
+
+    def _play_one(self, record: EpisodeRecord, act: Callable[[Any], Any], discrete: DiscreteToolActions | None) -> None:
+        obs, info = self.env.reset(**record.reset)
+        record.observations.append(info["text"] if discrete else str(obs))
+        for _ in range(self.max_steps):
+            action = act(obs)
+            text = discrete.menu[int(action)] if discrete else str(action)
+            obs, reward, terminated, truncated, info = self.env.step(action)
+            record.step(text, info["text"] if discrete else str(obs), reward, info)
+            if terminated or truncated:
+                record.terminated = bool(terminated)
+                record.truncation = None if terminated else "time_limit"
+                return
+        record.truncation = "max_steps"
+
+
+def episode_error(exc: BaseException) -> str:
+    """Why an episode failed, as :attr:`EpisodeRecord.error` holds it: ``Type: first line of the message``
+    (one line of valid UTF-8, however the message was written)."""
+    return error_line(f"{type(exc).__name__}: {error_line(exc)}")
 
 
 class _HFPlayer(_Player):
@@ -242,7 +263,6 @@ class _HFPlayer(_Player):
         import torch
 
         from agentgym.llm import LLMPolicy
-        from agentgym.trainers.rollout import rollout
 
         if not jobs:
             return
@@ -252,30 +272,55 @@ class _HFPlayer(_Player):
         try:
             for start in range(0, len(jobs), self.batch_size):
                 chunk = jobs[start : start + self.batch_size]
-                generator = None
-                if self.config.temperature > 0:  # seeded by the batch's first episode
-                    generator = torch.Generator(device=self.device).manual_seed(chunk[0][1]["seed"])
-                resets = [reset for _, reset in chunk]
-                episodes = rollout(policy, envs[: len(chunk)], resets, self.config, generator=generator)
-                for (index, reset), ep in zip(chunk, episodes, strict=True):
-                    record = EpisodeRecord(
-                        index=index,
-                        reset=reset,
-                        observations=ep.observations,
-                        actions=ep.actions,
-                        rewards=ep.rewards,
-                        canonical=ep.canonical,
-                        valid=ep.valid,
-                        success=ep.success,
-                        terminated=ep.terminated,
-                        truncation=ep.truncation,
-                        prompt_tokens=_prompt_tokens(ep.samples),
-                        completion_tokens=ep.response_tokens,
-                    )
+                try:
+                    records = self._play_batch(policy, envs, chunk)
+                except Exception as exc:  # one episode's failure must not fail its batch-mates: play each alone
+                    if len(chunk) == 1:
+                        records = [EpisodeRecord(index=chunk[0][0], reset=chunk[0][1], error=episode_error(exc))]
+                    else:
+                        records = [self._play_alone(policy, envs, job) for job in chunk]
+                for record in records:
                     emit(record)
         finally:
             for env in envs:
                 env.close()
+
+    def _play_alone(self, policy: Any, envs: list[gym.Env], job: tuple[int, dict[str, Any]]) -> EpisodeRecord:
+        try:
+            (record,) = self._play_batch(policy, envs, [job])
+        except Exception as exc:
+            record = EpisodeRecord(index=job[0], reset=job[1], error=episode_error(exc))
+        return record
+
+    def _play_batch(
+        self, policy: Any, envs: list[gym.Env], chunk: list[tuple[int, dict[str, Any]]]
+    ) -> list[EpisodeRecord]:
+        import torch
+
+        from agentgym.trainers.rollout import rollout
+
+        generator = None
+        if self.config.temperature > 0:  # seeded by the batch's first episode
+            generator = torch.Generator(device=self.device).manual_seed(chunk[0][1]["seed"])
+        resets = [reset for _, reset in chunk]
+        episodes = rollout(policy, envs[: len(chunk)], resets, self.config, generator=generator)
+        return [
+            EpisodeRecord(
+                index=index,
+                reset=reset,
+                observations=ep.observations,
+                actions=ep.actions,
+                rewards=ep.rewards,
+                canonical=ep.canonical,
+                valid=ep.valid,
+                success=ep.success,
+                terminated=ep.terminated,
+                truncation=ep.truncation,
+                prompt_tokens=_prompt_tokens(ep.samples),
+                completion_tokens=ep.response_tokens,
+            )
+            for (index, reset), ep in zip(chunk, episodes, strict=True)
+        ]
 
 
 def _prompt_tokens(samples: list[Any]) -> int:
@@ -366,7 +411,13 @@ def evaluate_agent(
     ``api_key_env`` names the variable holding the endpoint's key. ``callback(record)`` is called
     after each episode is written; if it raises, the run stops there (and can be resumed).
 
-    Bad settings, a missing model and an unreachable endpoint raise before any episode is played.
+    Bad settings, a missing model and an unreachable endpoint raise before any episode is played. After
+    that, one episode never stops the run: an agent or env that raises, or an env that pays a reward that
+    is not a finite number, fails that episode (recorded with ``error``, e.g. ``"RuntimeError: ..."``;
+    ``--resume`` plays it again), and text no JSON file can hold (lone surrogates) is written as U+FFFD.
+    ``resume`` trusts only records this run and env could have written (the reset of their index, the
+    env's time limit, one reward per action, within the env's ``reward_bounds()`` if it states them) and
+    refuses a damaged ``run.json`` or ``episodes.jsonl`` with a ``ValueError`` naming the file and line.
     """
     if episodes is not None and episodes < 1:
         raise ValueError(f"episodes must be at least 1, got {episodes}")
@@ -401,7 +452,8 @@ def evaluate_agent(
             episodes=n,
             all_tasks=all_tasks,
         )
-        previous = _prepare_out_dir(Path(out_dir), config, resume) if out_dir is not None else []
+        check = _RecordCheck(config, probe, _turn_limit(probe, player))
+        previous = _prepare_out_dir(Path(out_dir), config, resume, check) if out_dir is not None else []
         finished = {r.index for r in previous if r.error is None}
         jobs = [(i, resets[i]) for i in range(n) if i not in finished]
         records = list(previous)
@@ -434,23 +486,75 @@ def _plain(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-def _prepare_out_dir(out: Path, config: RunConfig, resume: bool) -> list[EpisodeRecord]:
+def _prepare_out_dir(out: Path, config: RunConfig, resume: bool, check: _RecordCheck) -> list[EpisodeRecord]:
     """Check ``out`` against ``config``, write ``run.json``, and return the records already there (resume)."""
     out.mkdir(parents=True, exist_ok=True)
     episodes, run = out / "episodes.jsonl", out / "run.json"
     previous: list[EpisodeRecord] = []
     if resume:
         if run.exists():
-            other = RunConfig.model_validate_json(run.read_text(encoding="utf-8"))
-            if problem := config.mismatch(other):
+            if problem := config.mismatch(load_run_config(run)):
                 raise ValueError(
                     f"{out} holds a different run ({problem}); resume it with its settings or use another out dir"
                 )
-        previous = load_episodes(episodes)
+        previous = load_episodes(episodes, check=check)
     elif episodes.exists() and episodes.stat().st_size:
         raise ValueError(f"{out} already holds episodes; resume that run (--resume) or choose another out dir")
     write_json(run, config)
     return previous
+
+
+def _turn_limit(env: gym.Env, player: _Player) -> int | None:
+    """The most actions an episode of this run can take: the env's time limit, or the player's own cap."""
+    limits = [env.spec.max_episode_steps if env.spec else None, getattr(player, "max_steps", None)]
+    known = [n for n in limits if n is not None]
+    return min(known) if known else None
+
+
+class _RecordCheck:
+    """What a recorded episode of this run must satisfy to be trusted by ``--resume``.
+
+    A record must have been reset the way this run resets its index, hold one reward, format flag and
+    validity flag per action and one observation more than actions (none at all if the reset itself
+    failed), and take no more actions than the env's time limit. Its rewards are finite numbers, and lie
+    within the env's ``reward_bounds()`` where the env states them: a method returning the ``(low, high)``
+    any one action can be paid (so ``turns · low <= return <= turns · high`` for any episode, finished or
+    not), or None. A record that breaks any of these is not from this run and env.
+    """
+
+    def __init__(self, config: RunConfig, env: gym.Env, turn_limit: int | None) -> None:
+        self.config, self.turn_limit = config, turn_limit
+        self.num_tasks = getattr(env.unwrapped, "num_tasks", None)
+        bounds = getattr(env.unwrapped, "reward_bounds", None)
+        self.reward_bounds = bounds() if callable(bounds) else None
+
+    def expected_reset(self, index: int) -> dict[str, Any]:
+        cfg = self.config
+        return {"seed": cfg.seed + index, **({"options": {"task_index": index}} if cfg.all_tasks else {})}
+
+    def __call__(self, record: EpisodeRecord) -> str | None:
+        i, turns = record.index, record.turns
+        if self.config.all_tasks and self.num_tasks is not None and i >= self.num_tasks:
+            return f"episode {i} does not exist: the env has {self.num_tasks} tasks"
+        if record.reset != (expected := self.expected_reset(i)):
+            return f"episode {i} was reset with {record.reset}; this run resets it with {expected}"
+        if not len(record.rewards) == len(record.canonical) == len(record.valid) == turns:
+            return (
+                f"episode {i} has {turns} actions but {len(record.rewards)} rewards, {len(record.canonical)} "
+                f"format flags and {len(record.valid)} validity flags"
+            )
+        if len(record.observations) != turns + 1 and not (record.error and not record.observations and not turns):
+            return f"episode {i} has {turns} actions but {len(record.observations)} observations (expected {turns + 1})"
+        if self.turn_limit is not None and turns > self.turn_limit:
+            return f"episode {i} took {turns} actions; this env ends an episode after {self.turn_limit}"
+        if self.reward_bounds is not None:
+            low, high = self.reward_bounds
+            for turn, reward in enumerate(record.rewards, 1):
+                if not low - 1e-9 <= reward <= high + 1e-9:
+                    return f"episode {i} was paid {reward:g} at turn {turn}; this env pays [{low:g}, {high:g}] a turn"
+        if record.terminated and record.truncation is not None:
+            return f"episode {i} is marked both terminated and truncated ({record.truncation})"
+        return None
 
 
 class _EpisodeLog:

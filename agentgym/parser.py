@@ -379,8 +379,9 @@ def _strip_fence(text: str) -> str:
 
 # ----------------------------------------------------------------------------- finders
 
-_OPEN = re.compile(r"<\s*(\|?)\s*(tool_call|function_call|call)\s*\|?\s*>", re.I)
-_CLOSE = re.compile(r"<\s*\|?\s*/\s*(?:tool_call|function_call|call)\s*\|?\s*>", re.I)
+# Each run of whitespace can match in one way only ("\s*|?\s*" backtracked quadratically over "<" + spaces).
+_OPEN = re.compile(r"<\s*(?:(\|)\s*)?(tool_call|function_call|call)\s*(?:\|\s*)?>", re.I)
+_CLOSE = re.compile(r"<\s*(?:\|\s*)?/\s*(?:tool_call|function_call|call)\s*(?:\|\s*)?>", re.I)
 
 
 def _find_tagged(text: str, known: Mapping[str, Any]) -> tuple[list[_Raw], str] | None:

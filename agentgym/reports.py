@@ -20,11 +20,11 @@ from __future__ import annotations
 import math
 import os
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, computed_field
 
 from agentgym.core import valid_utf8
 
@@ -34,8 +34,10 @@ __all__ = [
     "RunSummary",
     "Timing",
     "compare_runs",
+    "error_line",
     "latest_by_index",
     "load_episodes",
+    "load_run_config",
     "load_summary",
     "markdown_table",
     "mean_interval",
@@ -47,6 +49,10 @@ __all__ = [
 ]
 
 Z95 = 1.959963984540054  # the standard normal's 97.5 % quantile
+ERROR_CHARS = 300  # an error reason is one line of at most this many characters (a summary counts reasons by text)
+
+FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
+Model = TypeVar("Model", bound=BaseModel)
 
 
 def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
@@ -92,15 +98,15 @@ class EpisodeRecord(BaseModel):
     reset: dict[str, Any]
     observations: list[str] = Field(default_factory=list)
     actions: list[str] = Field(default_factory=list)
-    rewards: list[float] = Field(default_factory=list)
+    rewards: list[FiniteFloat] = Field(default_factory=list)
     canonical: list[bool] = Field(default_factory=list)
     valid: list[bool] = Field(default_factory=list)
     success: bool = False
     terminated: bool = False
     truncation: str | None = None
     error: str | None = None
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
+    prompt_tokens: int = Field(0, ge=0)
+    completion_tokens: int = Field(0, ge=0)
 
     @computed_field
     @property
@@ -113,10 +119,13 @@ class EpisodeRecord(BaseModel):
         return len(self.actions)
 
     def step(self, action: str, observation: str, reward: float, info: dict[str, Any]) -> None:
-        """Append one env step (``info`` as ``ToolEnv.step`` returns it)."""
+        """Append one env step (``info`` as ``ToolEnv.step`` returns it). A reward that is not a finite
+        number raises ``ValueError`` before anything is appended (the record stays consistent)."""
+        if not math.isfinite(reward := float(reward)):
+            raise ValueError(f"the env returned the reward {reward} at turn {self.turns + 1}")
         self.actions.append(action)
         self.observations.append(observation)
-        self.rewards.append(float(reward))
+        self.rewards.append(reward)
         self.canonical.append(bool(info.get("canonical", False)))
         self.valid.append(info.get("parse_error") is None and bool(info.get("tool_calls", True)))
         self.success = bool(info.get("success", False))
@@ -241,24 +250,85 @@ def summarize(records: Iterable[EpisodeRecord], config: RunConfig, **meta: Any) 
     )
 
 
-def load_episodes(path: str | Path) -> list[EpisodeRecord]:
-    """Read ``episodes.jsonl``; a torn last line (the process died while writing it) is cut off the file."""
+def error_line(exc: BaseException, limit: int = ERROR_CHARS) -> str:
+    """What went wrong, as one line of valid UTF-8 of at most ``limit`` characters: the first line of the
+    message (for a pydantic validation error: the first problem's field and message, and how many more)."""
+    if isinstance(exc, ValidationError):
+        errors = exc.errors(include_url=False)
+        first = errors[0] if errors else {"loc": (), "msg": str(exc)}
+        where = ".".join(map(str, first["loc"]))
+        text = f"{where}: {first['msg']}" if where else str(first["msg"])
+        text += f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
+    else:
+        lines = str(exc).strip().splitlines()
+        text = lines[0].strip() if lines else type(exc).__name__
+    text = valid_utf8(text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _decode(data: bytes, where: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{where}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def load_episodes(path: str | Path, check: Callable[[EpisodeRecord], str | None] | None = None) -> list[EpisodeRecord]:
+    """Read ``episodes.jsonl``; a torn last line (the process died while writing it) is cut off the file.
+
+    A line that is not an episode record raises ``ValueError`` naming the file and the line, as does a
+    record for which ``check(record)`` returns a problem (``--resume`` checks records against the env).
+    A last line without its newline is torn only if its JSON ends early; a whole record there is kept.
+    """
     path = Path(path)
     if not path.exists():
         return []
-    data = path.read_bytes()
-    if data and not data.endswith(b"\n"):
-        data = data[: data.rfind(b"\n") + 1]
+    lines = path.read_bytes().split(b"\n")
+    if (last := lines[-1]) and (tail := _tail(last)) != "damaged":  # no newline at the end of the file
         with path.open("r+b") as f:
-            f.truncate(len(data))
+            end = f.seek(0, os.SEEK_END)
+            if tail == "whole":
+                f.write(b"\n")  # the next appended record starts on a line of its own
+            else:
+                f.truncate(end - len(last))
+                lines[-1] = b""
     records = []
-    for n, line in enumerate(data.decode("utf-8").splitlines(), 1):
-        if line.strip():
-            try:
-                records.append(EpisodeRecord.model_validate_json(line))
-            except ValueError as exc:
-                raise ValueError(f"{path}:{n}: not an episode record: {exc}") from None
+    for n, raw in enumerate(lines, 1):
+        if not raw.strip():
+            continue
+        line = _decode(raw, f"{path}:{n}")
+        try:
+            record = EpisodeRecord.model_validate_json(line)
+        except ValueError as exc:
+            raise ValueError(f"{path}:{n}: not an episode record ({error_line(exc)})") from None
+        if check is not None and (problem := check(record)) is not None:
+            raise ValueError(f"{path}:{n}: {problem}")
+        records.append(record)
     return records
+
+
+def _tail(line: bytes) -> str:
+    """A last line without its newline: ``"whole"`` (a record), ``"torn"`` (a record cut off mid-write: its
+    JSON ends early) or ``"damaged"`` (anything else, reported as not a record)."""
+    try:
+        EpisodeRecord.model_validate_json(line.decode("utf-8", "ignore"))  # a cut may split a character
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        return "torn" if first["type"] == "json_invalid" and "EOF while parsing" in first["msg"] else "damaged"
+    return "whole"
+
+
+def load_run_config(path: str | Path) -> RunConfig:
+    """The :class:`RunConfig` in ``run.json``; ``ValueError`` naming the file if it is not one."""
+    return _read_model(Path(path), RunConfig, "the settings (run.json) of an agentgym eval run")
+
+
+def _read_model(path: Path, model: type[Model], what: str) -> Model:
+    text = _decode(path.read_bytes(), str(path))
+    try:
+        return model.model_validate_json(text)
+    except ValueError as exc:
+        raise ValueError(f"{path}: not {what} ({error_line(exc)})") from None
 
 
 def to_json(model: BaseModel, indent: int | None = None) -> str:
@@ -293,7 +363,7 @@ def load_summary(run_dir: str | Path) -> RunSummary:
     path = path / "summary.json" if path.is_dir() else path
     if not path.is_file():
         raise FileNotFoundError(f"no summary.json in {run_dir} (is it an `agentgym eval --out` directory?)")
-    return RunSummary.model_validate_json(path.read_text(encoding="utf-8"))
+    return _read_model(path, RunSummary, "the summary of an agentgym eval run")
 
 
 def _pct(x: float) -> str:

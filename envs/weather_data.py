@@ -55,9 +55,10 @@ def city_key(name: str) -> str:
 
 
 class WeatherRecord(BaseModel):
-    """One city on one date: what ``get_weather`` and ``get_air_quality`` report."""
+    """One city on one date: what ``get_weather`` and ``get_air_quality`` report (finite numbers only: a NaN
+    temperature would silently make every answer about that day wrong)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     city: str
     date: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$")

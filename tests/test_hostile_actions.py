@@ -32,6 +32,12 @@ FAMILIES = {
     "escaped-quotes": lambda n: 'get_weather("' + '\\"' * (n // 2),
     "newlines": lambda n: "\n" * n,
     "digits": lambda n: '{"name": "get_weather", "arguments": {"city": ' + "9" * n + "}}",
+    # tag openers followed by whitespace (the fuzzer's find: 15 s for "<" + 16,000 spaces)
+    "angle-spaces": lambda n: "<" + " " * n,
+    "call-spaces": lambda n: "<call" + " " * n,
+    "pipe-spaces": lambda n: "<|" + " \n\t" * (n // 3),
+    "close-spaces": lambda n: "<tool_call>{}< /" + " " * n,
+    "many-angles": lambda n: ("<" + " " * 63) * (n // 64),
 }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pickle
 import random
+import re
 
 import gymnasium as gym
 import numpy as np
@@ -75,3 +76,156 @@ def test_an_episode_with_a_lone_surrogate_is_written_and_read_back(tmp_path):
     path.write_text(to_json(record) + "\n", encoding="utf-8")
     (back,) = load_episodes(path)
     assert back.actions == ["mo\ufffdve"] and back.index == 0
+
+
+def _edited_checkpoint(path, edit):
+    checkpoint = torch.load(path, weights_only=True)
+    edit(checkpoint)
+    torch.save(checkpoint, path)
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda c: c.update(config='{"learning_rate": -1}'), "the saved config is not valid (learning_rate"),
+        (lambda c: c["policy"].update({"0.weight": torch.zeros(3, 3)}), "the saved weights do not fit"),
+        (lambda c: c["policy"]["2.bias"].fill_(float("nan")), "NaN or infinite"),
+        (lambda c: c["counters"].update(policy=3), "the saved counter 'policy' = 3 is not one of this agent's"),
+        (lambda c: c["counters"].update(episodes_done=-4), "the saved counter 'episodes_done' = -4"),
+        (lambda c: c.pop("generator"), "missing entries: generator"),
+    ],
+)
+def test_a_saved_agent_with_bad_contents_is_refused_naming_the_file(tmp_path, edit, message):
+    path = PPO(gym.make("agentgym/CliffWalk-v0"), seed=0).save(tmp_path / "model.pt")
+    _edited_checkpoint(path, edit)
+    with pytest.raises(ValueError, match="model.pt") as info:
+        PPO.load(path)
+    assert message in str(info.value) and len(str(info.value).splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "meta, message",
+    [
+        ({"config": {"alpha": 5}}, "the saved config is not valid (alpha: "),
+        ({"algorithm": "dqn"}, "algorithm 'dqn'"),
+        ({"episodes_done": -1}, "episodes_done -1"),
+    ],
+)
+def test_a_q_table_with_bad_metadata_is_refused_naming_the_file(tmp_path, meta, message):
+    import json
+
+    agent = QLearning(gym.make("agentgym/CliffWalk-v0"), seed=0)
+    path = agent.save(tmp_path / "qtable.npz")
+    with np.load(path) as data:
+        q, saved = data["q"], json.loads(str(data["meta"]))
+    with path.open("wb") as f:
+        np.savez(f, q=q, meta=np.array(json.dumps({**saved, **meta})))
+    with pytest.raises(ValueError, match="qtable.npz") as info:
+        QLearning.load(path)
+    assert message in str(info.value)
+
+
+def _trainer_state(tmp_path, edit):
+    """A real trainer state (a linear model's Adam after one step), edited, and what restores it."""
+    model = torch.nn.Linear(2, 2)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.1)
+    model(torch.ones(1, 2)).sum().backward()
+    optimizer.step()
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
+    state = {
+        "step": 3,
+        "optimizer": optimizer.state_dict(),
+        "scheduler": scheduler.state_dict(),
+        "torch_rng": torch.get_rng_state(),
+        "generator": torch.Generator().get_state(),
+        "python_rng": random.Random(0).getstate(),
+        "extra": {},
+    }
+    edit(state)
+    torch.save(state, tmp_path / STATE_FILE)
+    fresh = torch.optim.Adam(torch.nn.Linear(2, 2).parameters(), lr=0.1)
+    return {
+        "optimizer": fresh,
+        "scheduler": torch.optim.lr_scheduler.LambdaLR(fresh, lambda _: 1.0),
+        "generator": torch.Generator(),
+        "rng": random.Random(1),
+    }
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda s: None, None),
+        (lambda s: s.pop("torch_rng"), "expected the entries"),
+        (lambda s: s.update(step=-2), "step -2 is not a count"),
+        (lambda s: s["optimizer"]["state"][0]["exp_avg"].fill_(float("nan")), "NaN or infinite"),
+        (lambda s: s["optimizer"]["param_groups"][0]["params"].append(7), "does not fit this trainer"),
+        (lambda s: s.update(torch_rng=torch.zeros(3)), "does not fit this trainer"),
+        (lambda s: s.update(python_rng=[1, 2]), "does not fit this trainer"),
+    ],
+)
+def test_a_trainer_state_that_does_not_fit_is_refused_naming_the_file(tmp_path, edit, message):
+    restore = _trainer_state(tmp_path, edit)
+    if message is None:  # the unedited state restores
+        assert load_trainer_state(tmp_path, **restore)["step"] == 3
+        return
+    with pytest.raises(ValueError, match=STATE_FILE) as info:
+        load_trainer_state(tmp_path, **restore)
+    assert message in str(info.value) and len(str(info.value).splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "config_json, message",
+    [
+        (b"", "not a training run's config"),
+        (b'{"algorithm": "grpo", "config": {"steps": "many"}}', "the saved config is not valid (steps: "),
+        (b'{"algorithm": "grpo"}', "no 'config' object"),
+        (b"\xff{}", "not a training run's config"),
+    ],
+)
+def test_resuming_a_run_with_a_damaged_config_json_names_it(tmp_path, config_json, message):
+    from agentgym.trainers.grpo import GRPO
+
+    step = tmp_path / "checkpoints" / "step-000002"
+    step.mkdir(parents=True)
+    (step / STATE_FILE).write_bytes(b"")
+    (tmp_path / "config.json").write_bytes(config_json)
+    with pytest.raises(ValueError, match="config.json") as info:
+        GRPO.resume(tmp_path)
+    assert message in str(info.value) and len(str(info.value).splitlines()) == 1
+
+
+def test_the_episode_log_of_a_resumed_run_drops_a_torn_line_and_names_a_damaged_one(tmp_path):
+    from types import SimpleNamespace
+
+    from agentgym.trainers.online import OnlineTrainer
+
+    log = tmp_path / "episodes.jsonl"
+    log.write_bytes(b'{"step": 1, "a": "\xe2\x80\xa8"}\n{"step": 2}\n{"step": 3}\n{"step": 3, "act')  # killed mid-write
+    OnlineTrainer._trim_episode_log(SimpleNamespace(out_dir=tmp_path, step=2))  # what resume runs: keep steps <= 2
+    assert log.read_bytes() == b'{"step": 1, "a": "\xe2\x80\xa8"}\n{"step": 2}\n'
+    log.write_bytes(b'{"step": 1}\nnot json\n')
+    with pytest.raises(ValueError, match=r"episodes.jsonl:2: not a logged episode"):
+        OnlineTrainer._trim_episode_log(SimpleNamespace(out_dir=tmp_path, step=2))
+
+
+def test_preference_pairs_that_are_not_utf8_name_the_file_and_line(tmp_path):
+    from agentgym.trainers.preferences import read_pairs
+
+    path = tmp_path / "pairs.jsonl"
+    good = b'{"chosen": [{"role": "assistant", "content": "a"}], "rejected": [{"role": "assistant", "content": "b"}]}'
+    path.write_bytes(good + b"\n" + good.replace(b'"a"', b'"\xe9"') + b"\n")
+    with pytest.raises(ValueError, match=r"pairs.jsonl:2: .*can't decode byte 0xe9"):
+        read_pairs(path)
+
+
+def test_a_weather_snapshot_with_a_nan_temperature_is_refused_naming_the_line(tmp_path):
+    from agentgym.envs.weather_data import SNAPSHOT_V0
+
+    path = tmp_path / "snapshot.jsonl"
+    lines = SNAPSHOT_V0.read_text(encoding="utf-8").splitlines()
+    lines[4] = re.sub(r'"temperature_c": ?[-0-9.]+', '"temperature_c": NaN', lines[4])
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    # (the message is several lines until agentgym.data.read_jsonl gives one-line errors; see the report)
+    with pytest.raises(ValueError, match=r"(?s)snapshot.jsonl:5: .*temperature_c.*finite number"):
+        gym.make("agentgym/WeatherRun-v0", snapshot=path)

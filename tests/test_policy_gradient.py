@@ -2,6 +2,8 @@
 determinism, persistence, config validation."""
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import gymnasium as gym
 import pytest
@@ -144,47 +146,72 @@ def greedy_walk(agent) -> tuple[bool, float]:
     return bool(info["success"]), total
 
 
-def train(agent, budget: int) -> dict:
-    """Train for the whole budget; return when the greedy evaluation first reached the goal."""
-    first: dict = {}
-
-    def watch(_agent, m):
-        if m.get("greedy_success") and not first:
-            first.update(episodes=m["episode"], timesteps=m["timesteps"], greedy_return=m["greedy_return"])
-
-    agent.learn(budget, callback=watch)
-    return first
-
-
-# Fixed seeds, chosen among those that hold the goal at the end of this small budget (REINFORCE: 6
-# of seeds 0-9 after 600 episodes; PPO: 9 of 10 after 12k steps). With longer budgets all of seeds
-# 0-9 get there: the first greedy success came after 10k-47k env steps for REINFORCE and 7k-11k
-# for PPO, and every final policy still reached the goal (3000 episodes / 50k steps).
+def k_of_n(k: int, seeds: range, run: Callable[[int], tuple[bool, Any]]) -> tuple[int, dict[int, Any]]:
+    """``run(seed) -> (passed, result)`` over ``seeds`` in order, stopping once ``k`` passed or ``k`` can no
+    longer be reached: the count of passes is what "at least k of these n seeds" would see, for fewer runs."""
+    passed, results = 0, {}
+    for i, seed in enumerate(seeds):
+        ok, results[seed] = run(seed)
+        passed += ok
+        if passed >= k or passed + len(seeds) - i - 1 < k:
+            break
+    return passed, results
 
 
-def test_reinforce_solves_cliff_walk():
-    agent = REINFORCE(gym.make(ENV_ID), seed=3)
-    first = train(agent, 600)
-    print(f"REINFORCE: greedy policy first reached the goal after {first}")
-    success, ret = greedy_walk(agent)
-    assert first and success and ret >= -17, (first, ret)
+# Learning claims hold for k of n seeds, never for one seed picked to pass: float32 training can take another
+# path on another CPU (its matrix kernels round differently), so a seed that passes on one machine may fail on the
+# next (PPO seed 0 did: greedy -19 here, on an AMD EPYC). Measured on that machine, which sets the margins:
+# - PPO, 12k env steps: the final greedy policy reaches the goal with return >= -17 on 38 of seeds 0-39 (-19 and
+#   a -100 the exceptions); the first greedy success came after 6.5k-11.8k steps on all 40. Test: 3 of 5.
+# - REINFORCE, stopping at the first greedy success with return >= -17 (evaluated every 20 episodes): 20 of seeds
+#   0-19 within 1000 episodes (after 340-760; with a fixed 600 episodes only 14 of 20 still hold the goal at the
+#   end: REINFORCE stays noisy once converged). Test: 2 of 3.
+# - FrozenLake (non-slippery), stopping at the goal: PPO 20 of 20 within 2.6k of 5k steps; REINFORCE 20 of 20
+#   within 520 of 1000 episodes (11 of 20 within the 300 episodes this test once gave one seed). Test: 3 of 4.
 
 
 def test_ppo_solves_cliff_walk():
-    agent = PPO(gym.make(ENV_ID), seed=0)
-    first = train(agent, 12_000)
-    print(f"PPO: greedy policy first reached the goal after {first}")
-    success, ret = greedy_walk(agent)
-    assert first and success and ret >= -17, (first, ret)
-    row = agent.last_update
-    assert {"policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac", "explained_variance"} <= row.keys()
+    def run(seed):
+        agent = PPO(gym.make(ENV_ID), seed=seed)
+        first = {}
+
+        def watch(_agent, m):
+            if m.get("greedy_success") and not first:
+                first.update(timesteps=m["timesteps"], greedy_return=m["greedy_return"])
+
+        agent.learn(12_000, callback=watch)
+        success, ret = greedy_walk(agent)
+        logged.update(agent.last_update)
+        return bool(first) and success and ret >= -17, (first, ret)
+
+    logged: dict = {}
+    passed, results = k_of_n(3, range(5), run)
+    print(f"PPO, per seed (first greedy success, final greedy return): {results}")
+    assert passed >= 3, results
+    assert {"policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac", "explained_variance"} <= logged.keys()
 
 
-@pytest.mark.parametrize(("cls", "budget"), [(REINFORCE, 300), (PPO, 5000)])
+def test_reinforce_solves_cliff_walk():
+    def run(seed):
+        agent = REINFORCE(gym.make(ENV_ID), seed=seed, eval_every=20)
+        agent.learn(1000, callback=lambda _, m: not (m.get("greedy_success") and m["greedy_return"] >= -17))
+        success, ret = greedy_walk(agent)  # the policy training stopped at
+        return success and ret >= -17, (agent.episodes_done, ret)
+
+    passed, results = k_of_n(2, range(3), run)
+    print(f"REINFORCE, per seed (episodes to the goal, greedy return): {results}")
+    assert passed >= 2, results
+
+
+@pytest.mark.parametrize(("cls", "budget"), [(REINFORCE, 1000), (PPO, 5000)])
 def test_solves_non_slippery_frozen_lake(cls, budget):
-    agent = cls(gym.make("FrozenLake-v1", is_slippery=False), seed=3, eval_every=5)
-    agent.learn(budget, callback=lambda _, m: m.get("greedy_return") != 1.0)  # stop once the goal is reached
-    assert agent.greedy_return() == 1.0
+    def run(seed):
+        agent = cls(gym.make("FrozenLake-v1", is_slippery=False), seed=seed, eval_every=5)
+        agent.learn(budget, callback=lambda _, m: m.get("greedy_return") != 1.0)  # stop once the goal is reached
+        return agent.greedy_return() == 1.0, agent.episodes_done
+
+    passed, results = k_of_n(3, range(4), run)
+    assert passed >= 3, results
 
 
 @pytest.mark.parametrize(("cls", "budget"), [(REINFORCE, 20), (PPO, 600)])

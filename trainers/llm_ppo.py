@@ -90,7 +90,13 @@ class LLMPPO(OnlineTrainer):
     def load_extra(self, path: Path) -> None:
         file = Path(path) / VALUE_HEAD_FILE
         if file.exists():
-            self._value_head.load_state_dict(torch.load(file, weights_only=True))
+            try:
+                self._value_head.load_state_dict(torch.load(file, weights_only=True))
+            except Exception as exc:  # truncated, crafted, or a head of another model
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+                raise ValueError(f"{file}: not this model's value head ({first})") from None
+            if not all(torch.isfinite(p).all() for p in self._value_head.parameters()):
+                raise ValueError(f"{file}: the value head holds NaN or infinite numbers")
 
     # ------------------------------------------------------------------ one step
 

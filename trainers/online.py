@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from torch import Tensor
 
 import agentgym
@@ -47,7 +47,7 @@ from agentgym.llm import LLMPolicy, TokenScores, score_tokens
 from agentgym.metrics import MetricsWriter
 from agentgym.plotting import plot_learning_curves
 from agentgym.registration import make_env
-from agentgym.trainers.checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint
+from agentgym.trainers.checkpoint import latest_checkpoint, load_trainer_state, read_run_config, save_checkpoint
 from agentgym.trainers.optim import adamw_with_warmup
 from agentgym.trainers.rollout import Episode, RolloutConfig, Sample, collate, evaluate_split
 
@@ -310,9 +310,15 @@ class OnlineTrainer:
         ckpt = Path(checkpoint) if checkpoint else latest_checkpoint(run_dir)
         if ckpt is None:
             raise FileNotFoundError(f"no checkpoint under {run_dir}/checkpoints; nothing to resume")
-        info = json.loads((run_dir / "config.json").read_text())
-        if info.get("algorithm") != cls.algorithm:
-            raise ValueError(f"{run_dir} is a {info.get('algorithm')} run, not {cls.algorithm}")
+        info = read_run_config(run_dir, cls.algorithm)
+        try:
+            cls.config_class.model_validate(info["config"])
+        except ValidationError as exc:
+            first = exc.errors(include_url=False)[0]
+            where = ".".join(map(str, first["loc"]))
+            raise ValueError(
+                f"{run_dir / 'config.json'}: the saved config is not valid ({where}: {first['msg']})"
+            ) from None
         config = cls.config_class.model_validate({**info["config"], **overrides})
         trainer = cls(ckpt, config, out_dir=run_dir, reference=info.get("reference") if config.beta > 0 else None)
         trainer.load_extra(ckpt)
@@ -432,12 +438,27 @@ class OnlineTrainer:
                 f.writelines(json.dumps(e, ensure_ascii=False) + "\n" for e in episodes)
 
     def _trim_episode_log(self) -> None:
-        """On resume, drop logged episodes of steps after the checkpoint (they are played again)."""
+        """On resume, drop logged episodes of steps after the checkpoint (they are played again), and a torn
+        last line (the run was killed while writing it)."""
         path = self.out_dir / "episodes.jsonl"
         if path.exists():
-            lines = path.read_text(encoding="utf-8").splitlines()
-            keep = [line for line in lines if json.loads(line)["step"] <= self.step]
-            path.write_text("".join(line + "\n" for line in keep), encoding="utf-8")
+            data = path.read_bytes()
+            lines = data[: data.rfind(b"\n") + 1].splitlines()
+            keep = [
+                line for n, line in enumerate(lines, 1) if line.strip() and _logged_step(path, n, line) <= self.step
+            ]
+            path.write_bytes(b"".join(line + b"\n" for line in keep))
+
+
+def _logged_step(path: Path, n: int, line: bytes) -> int:
+    """The training step of a line of a run's ``episodes.jsonl``; ``ValueError`` naming the file and line."""
+    try:
+        step = json.loads(line.decode("utf-8"))["step"]
+    except (ValueError, KeyError, TypeError):  # not UTF-8, not JSON, not an object with a step
+        step = None
+    if type(step) is not int:
+        raise ValueError(f"{path}:{n}: not a logged episode (expected a JSON object with an integer 'step')")
+    return step
 
 
 def _accelerator() -> Any:

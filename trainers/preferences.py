@@ -241,11 +241,11 @@ def read_pairs(path: str | Path) -> list[PreferencePair]:
     if not path.is_file():
         raise FileNotFoundError(f"no preference-pairs file at {path}")
     pairs = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
+    for n, raw in enumerate(path.read_bytes().splitlines(), 1):
+        if not raw.strip():
             continue
         try:
-            pairs.append(_parse_pair(line))
+            pairs.append(_parse_pair(raw.decode("utf-8")))  # UnicodeDecodeError is a ValueError
         except ValueError as exc:
             raise ValueError(f"{path}:{n}: {exc}") from None
     if not pairs:

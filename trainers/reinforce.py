@@ -37,7 +37,7 @@ Stable-Baselines3::
 from __future__ import annotations
 
 import bisect
-import json
+import pickle
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -45,14 +45,14 @@ from typing import Any, Literal
 import gymnasium as gym
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from torch import nn
 from tqdm.auto import tqdm
 
 from agentgym.trainers.advantages import discounted_returns, entropy, normalize, policy_gradient_loss, value_loss
 from agentgym.trainers.base import Callback, DiscreteAgent
 
-__all__ = ["REINFORCE", "REINFORCEConfig", "TorchAgent", "mlp"]
+__all__ = ["REINFORCE", "REINFORCEConfig", "TorchAgent", "mlp", "read_checkpoint"]
 
 
 class REINFORCEConfig(BaseModel):
@@ -211,33 +211,83 @@ class TorchAgent(DiscreteAgent):
 
     @classmethod
     def load(cls, path: str | Path, env: gym.Env | None = None) -> Any:
-        """Load a saved agent. Without ``env``, one is made from the saved env id."""
-        try:
-            checkpoint = torch.load(Path(path), weights_only=True)
-            if not isinstance(checkpoint, dict) or "algorithm" not in checkpoint:
-                raise ValueError("no 'algorithm' entry")
-        except FileNotFoundError:
-            raise
-        except Exception as exc:  # truncated, empty, foreign or crafted: nothing is unpickled beyond tensors
-            raise ValueError(f"{path}: not a saved agent ({type(exc).__name__}: {str(exc)[:200]})") from None
+        """Load a saved agent. Without ``env``, one is made from the saved env id.
+
+        A file that is not a whole saved agent of this kind (truncated, foreign, crafted, weights that
+        do not fit or are not finite) raises ``ValueError`` naming it; nothing in it can run code.
+        """
+        checkpoint = read_checkpoint(path)
         if checkpoint["algorithm"] != cls.algorithm:
             raise ValueError(f"{path} holds a {checkpoint['algorithm']!r} agent, not {cls.algorithm!r}")
         if env is None:
             if not checkpoint["env_id"]:
                 raise ValueError(f"{path} records no env id; pass env=")
             env = gym.make(checkpoint["env_id"])
-        agent = cls(env, cls.config_cls.model_validate(json.loads(checkpoint["config"])))
+        try:
+            config = cls.config_cls.model_validate_json(checkpoint["config"])
+        except ValueError as exc:
+            raise ValueError(f"{path}: the saved config is not valid ({_first_line(exc)})") from None
+        agent = cls(env, config)
         if [agent.n_states, agent.n_actions] != list(checkpoint["spaces"]):
             raise ValueError(
-                f"saved network shape (states, actions) {tuple(checkpoint['spaces'])} does not fit this env's "
-                f"{(agent.n_states, agent.n_actions)}"
+                f"saved network shape (states, actions) {tuple(checkpoint['spaces'])} in {path} does not fit this "
+                f"env's {(agent.n_states, agent.n_actions)}"
             )
-        for name, module in agent._modules().items():
-            module.load_state_dict(checkpoint[name])
+        counters = agent._counters()
+        for name, value in checkpoint["counters"].items():
+            if name not in counters or not _fits(value, counters[name]):
+                raise ValueError(f"{path}: the saved counter {name!r} = {value!r} is not one of this agent's")
+        try:
+            for name, module in agent._modules().items():
+                module.load_state_dict(checkpoint[name])
+            agent.generator.set_state(checkpoint["generator"])
+        except Exception as exc:  # missing or misshapen tensors
+            raise ValueError(f"{path}: the saved weights do not fit this agent ({_first_line(exc)})") from None
+        if not all(torch.isfinite(p).all() for net in (agent.policy, agent.value) for p in net.parameters()):
+            raise ValueError(f"{path}: the saved network weights hold NaN or infinite numbers")
         for name, value in checkpoint["counters"].items():
             setattr(agent, name, value)
-        agent.generator.set_state(checkpoint["generator"])
         return agent
+
+
+UNPICKLABLE = "it holds Python objects other than tensors, numbers, strings and containers; none was created"
+CHECKPOINT_KEYS = ("algorithm", "config", "env_id", "spaces", "counters", "generator", "policy", "value", "optimizer")
+
+
+def read_checkpoint(path: str | Path) -> dict[str, Any]:
+    """The dict a :class:`TorchAgent` saved, read with ``torch.load(weights_only=True)`` (tensors, numbers,
+    strings and containers only: a crafted file cannot run code); ``ValueError`` naming the file otherwise."""
+    try:
+        checkpoint = torch.load(Path(path), weights_only=True)
+    except FileNotFoundError:
+        raise
+    except Exception as exc:  # truncated, empty, foreign or crafted
+        reason = UNPICKLABLE if isinstance(exc, pickle.UnpicklingError) else _first_line(exc)
+        raise ValueError(f"{path}: not a saved agent ({reason})") from None
+    if not isinstance(checkpoint, dict):
+        raise ValueError(f"{path}: not a saved agent (it holds a {type(checkpoint).__name__}, not a dict)")
+    if missing := [k for k in CHECKPOINT_KEYS if k not in checkpoint]:
+        raise ValueError(f"{path}: not a saved agent (missing entries: {', '.join(missing)})")
+    if not isinstance(checkpoint["config"], str) or not isinstance(checkpoint["counters"], dict):
+        raise ValueError(f"{path}: not a saved agent (its config or counters are not what save() writes)")
+    if not isinstance(checkpoint["spaces"], list | tuple) or len(checkpoint["spaces"]) != 2:
+        raise ValueError(f"{path}: not a saved agent (its spaces entry is not [states, actions])")
+    return checkpoint
+
+
+def _fits(value: Any, current: Any) -> bool:
+    """Whether a saved counter ``value`` can stand for ``current``: a count for a count, else a finite number."""
+    if isinstance(current, int):
+        return type(value) is int and value >= 0
+    return isinstance(value, int | float) and not isinstance(value, bool) and np.isfinite(value)
+
+
+def _first_line(exc: BaseException) -> str:
+    """The gist of ``exc`` in one line: a validation error's first field and message, else ``Type: first line``."""
+    if isinstance(exc, ValidationError) and (errors := exc.errors(include_url=False)):
+        return f"{'.'.join(map(str, errors[0]['loc']))}: {errors[0]['msg']}"[:200]
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0][:200]}" if lines else type(exc).__name__
 
 
 # ---------------------------------------------------------------------- REINFORCE

@@ -23,7 +23,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tqdm.auto import tqdm
 
 from agentgym.trainers.base import Callback, DiscreteAgent
@@ -168,12 +168,20 @@ class TabularAgent(DiscreteAgent):
             raise ValueError(f"{path}: not a saved Q-table ({type(exc).__name__}: {str(exc)[:200]})") from None
         if q.ndim != 2 or not np.isfinite(q).all():
             raise ValueError(f"{path}: the Q-table must be a 2-D array of finite numbers (found NaN/inf or bad shape)")
+        agent_cls = {c.algorithm: c for c in (QLearning, SARSA)}.get(algorithm)
+        if agent_cls is None or episodes_done < 0:
+            raise ValueError(f"{path}: not a saved Q-table (algorithm {algorithm!r}, episodes_done {episodes_done})")
+        try:
+            config = TabularConfig.model_validate(config)
+        except ValidationError as exc:
+            first = exc.errors(include_url=False)[0]
+            where = ".".join(map(str, first["loc"]))
+            raise ValueError(f"{path}: the saved config is not valid ({where}: {first['msg']})") from None
         if env is None:
             if not env_id:
                 raise ValueError(f"{path} records no env id; pass env=")
             env = gym.make(env_id)
-        agent_cls = {c.algorithm: c for c in (QLearning, SARSA)}.get(algorithm, cls)
-        agent = agent_cls(env, TabularConfig.model_validate(config))
+        agent = agent_cls(env, config)
         if agent.q.shape != q.shape:
             raise ValueError(f"Q-table shape {q.shape} in {path} does not fit this env's {agent.q.shape}")
         agent.q[:] = q
