@@ -27,9 +27,67 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["AuditReport", "audit_run", "format_audit"]
+from agentgym.core import valid_utf8
+from agentgym.reports import error_line
+
+__all__ = ["AuditReport", "LoggedEpisode", "audit_run", "format_audit", "read_logged_episodes"]
+
+
+class LoggedEpisode(BaseModel):
+    """A line of a training run's ``episodes.jsonl``: what the audit reads (other fields are kept as they are)."""
+
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+
+    step: int = Field(ge=0)
+    reward: float
+    """The training reward (env reward, reward model score and penalties, as the trainer summed them)."""
+    env_reward: float
+    rm_reward: float | None = None
+    success: bool
+    turns: int = Field(ge=0)
+    response_tokens: int = Field(ge=0)
+    canonical: list[bool] = []
+    valid: list[bool] = []
+    truncation: str | None = None
+    clipped: int = Field(0, ge=0)
+    actions: list[str] = []
+
+
+def read_logged_episodes(path: str | Path) -> list[dict[str, Any]]:
+    """The episodes of a training run's ``episodes.jsonl``, each checked as a :class:`LoggedEpisode`.
+
+    Lines end at ``\\n`` only. A last line without its newline that is not a whole episode is skipped (the run was
+    killed while writing it; resuming the run cuts it). Any other line that is not an episode raises a one-line
+    ``ValueError`` naming the file, the line and the first problem.
+    """
+    path = Path(path)
+    episodes = []
+    with path.open("rb") as f:  # a binary file splits at b"\n" only, line by line
+        for n, raw in enumerate(f, 1):
+            if not raw.strip():
+                continue
+            try:
+                episode = LoggedEpisode.model_validate(json.loads(raw.rstrip(b"\r\n").decode("utf-8")))
+            except ValueError as exc:  # UnicodeDecodeError, JSONDecodeError, pydantic's ValidationError
+                if not raw.endswith(b"\n"):  # the last line, torn
+                    break
+                reason = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else error_line(exc)
+                raise ValueError(f"{path}:{n}: not a logged episode ({reason})") from None
+            episodes.append(_valid_text(episode.model_dump()))
+    return episodes
+
+
+def _valid_text(value: Any) -> Any:
+    """``value`` with every string made valid UTF-8 (a JSON escape can spell a lone surrogate; printing it fails)."""
+    if isinstance(value, str):
+        return valid_utf8(value)
+    if isinstance(value, dict):
+        return {_valid_text(k): _valid_text(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_valid_text(v) for v in value]
+    return value
 
 
 class AuditReport(BaseModel):
@@ -49,14 +107,14 @@ class AuditReport(BaseModel):
 
 def audit_run(run_dir: str | Path, *, quantile: float = 0.9, top: int = 20, z: float = 3.5) -> AuditReport:
     """Audit ``RUN_DIR/episodes.jsonl`` (see the module docstring); ``top`` caps the flagged list."""
+    if not 0 <= quantile < 1:
+        raise ValueError(f"quantile must be in [0, 1), got {quantile}")
     path = Path(run_dir) / "episodes.jsonl"
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found: audit reads the episodes a GRPO/PPO run logs (log_episodes=True)")
-    episodes = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    episodes = read_logged_episodes(path)
     if not episodes:
         raise ValueError(f"{path} holds no episodes")
-    if not 0 <= quantile < 1:
-        raise ValueError(f"quantile must be in [0, 1), got {quantile}")
     rewards = sorted(e["reward"] for e in episodes)
     threshold = rewards[min(len(rewards) - 1, int(quantile * len(rewards)))]
     env_median = statistics.median(e["env_reward"] for e in episodes)

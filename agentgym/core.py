@@ -153,6 +153,16 @@ class ToolEnv(gym.Env[str, str]):
         """Size of the env's fixed task list (``reset(options={"task_index": i})`` picks task i), or None."""
         return None
 
+    def reward_bounds(self) -> tuple[float, float] | None:
+        """The lowest and highest reward one action can be paid, ``(low, high)``, or None if the task does not say.
+
+        A task derives them from its reward weights and :attr:`max_calls_per_step` (an action runs at most that
+        many calls), as tight as it can: every reward of an episode lies within them, so ``turns · low <=
+        return <= turns · high``. ``agentgym eval --resume`` refuses a recorded episode paid outside them. (A
+        step after the episode is over pays 0 and is not part of the episode.)
+        """
+        return None
+
     def state_key(self) -> Hashable:
         """The discrete state for tabular learners; by default the summary."""
         return self.summary()

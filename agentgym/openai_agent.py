@@ -13,7 +13,9 @@ Episodes run concurrently (an ``asyncio.Semaphore`` holds ``concurrency`` in fli
 synchronous and fast, each in-flight episode has its own). Every request has a timeout and is
 retried with exponential backoff and jitter on HTTP 429 (honouring ``Retry-After``), 5xx, connection
 errors, dropped connections, timeouts and malformed responses; other 4xx answers are not retried.
-An episode whose request still fails is returned as failed, with the reason, never raised.
+An episode whose request still fails, or whose env raises (in ``reset`` too), is returned as failed,
+with the reason, never raised; its env is closed and the next episode gets a fresh one. Text in a
+response that no request can carry (a lone surrogate, which a JSON escape can spell) becomes U+FFFD.
 
     import asyncio, gymnasium as gym
     from agentgym.openai_agent import OpenAIAgent, OpenAIConfig
@@ -33,6 +35,7 @@ import functools
 import json
 import os
 import random
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -40,7 +43,8 @@ import gymnasium as gym
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from agentgym.reports import EpisodeRecord
+from agentgym.core import valid_utf8
+from agentgym.reports import EpisodeRecord, error_line
 from agentgym.tools import ToolCall
 
 __all__ = ["EndpointError", "OpenAIAgent", "OpenAIConfig", "check_endpoint", "parse_spec"]
@@ -152,27 +156,39 @@ def _message(body: Any) -> tuple[dict[str, Any], dict[str, int]]:
     calls = message.get("tool_calls") or []
     if not isinstance(calls, list):
         raise ValueError("message.tool_calls is not a list")
-    for call in calls:
-        fn = call.get("function") if isinstance(call, dict) else None
-        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
-            raise ValueError("a tool call has no function name")
-        if not isinstance(fn.get("arguments", "{}"), str | dict):
-            raise ValueError("a tool call's arguments are neither a JSON string nor an object")
     usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
     tokens = {k: int(v) for k in ("prompt_tokens", "completion_tokens") if isinstance(v := usage.get(k), int | float)}
-    return {"content": content or "", "tool_calls": calls}, tokens
+    return {"content": valid_utf8(content or ""), "tool_calls": [_tool_call(call) for call in calls]}, tokens
 
 
-def _call_text(name: str, arguments: str | dict[str, Any]) -> str:
-    """A native tool call as canonical action text (arguments that are not a JSON object: as written)."""
+def _tool_call(call: Any) -> dict[str, Any]:
+    """A tool call of a response as ``{"id", "type", "function": {"name", "arguments"}}``, its text valid UTF-8
+    (a lone surrogate, which JSON escapes can spell, becomes U+FFFD: the next request must be encodable) and its
+    arguments a JSON string, as the API sends them; ValueError if malformed."""
+    fn = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+        raise ValueError("a tool call has no function name")
+    arguments = fn.get("arguments", "{}")
     if isinstance(arguments, dict):
-        return ToolCall(name, arguments).to_text()
+        arguments = json.dumps(arguments, ensure_ascii=False)
+    elif not isinstance(arguments, str):
+        raise ValueError("a tool call's arguments are neither a JSON string nor an object")
+    call_id = call.get("id")
+    return {
+        "id": valid_utf8(call_id) if isinstance(call_id, str) and call_id else None,
+        "type": "function",
+        "function": {"name": valid_utf8(fn["name"]), "arguments": valid_utf8(arguments)},
+    }
+
+
+def _call_text(name: str, arguments: str) -> str:
+    """A native tool call as canonical action text (arguments that are not a JSON object: as written)."""
     try:
         parsed = json.loads(arguments or "{}")
     except json.JSONDecodeError:
         parsed = None
     if isinstance(parsed, dict):
-        return ToolCall(name, parsed).to_text()
+        return valid_utf8(ToolCall(name, parsed).to_text())  # the arguments may escape a lone surrogate
     return f'<tool_call>{{"name": {json.dumps(name, ensure_ascii=False)}, "arguments": {arguments}}}</tool_call>'
 
 
@@ -278,12 +294,14 @@ class OpenAIAgent:
         cfg = self.config
         call = worker.call if worker is not None else _call_here
         record = EpisodeRecord(index=index, reset=reset)
-        observation, info = await call(env.reset, **reset)
-        record.observations.append(observation)
-        tools = info.get("tools") if cfg.native_tools else None
-        messages: list[dict[str, Any]] = [{"role": "system", "content": cfg.system_prompt}] if cfg.system_prompt else []
-        messages.append({"role": "user", "content": observation})
-        try:
+        try:  # an env that fails to reset fails this episode, like any other failure
+            observation, info = await call(env.reset, **reset)
+            record.observations.append(observation)
+            tools = info.get("tools") if cfg.native_tools else None
+            messages: list[dict[str, Any]] = []
+            if cfg.system_prompt:
+                messages.append({"role": "system", "content": cfg.system_prompt})
+            messages.append({"role": "user", "content": valid_utf8(observation)})
             while True:
                 seed = (int(reset.get("seed") or 0) * 1_000 + record.turns) % 2**31  # per episode and turn
                 message, usage = await self.complete(messages, tools, seed=seed)
@@ -291,9 +309,7 @@ class OpenAIAgent:
                 record.completion_tokens += usage.get("completion_tokens", 0)
                 calls = message["tool_calls"]
                 if calls:
-                    action = "".join(
-                        _call_text(c["function"]["name"], c["function"].get("arguments", "{}")) for c in calls
-                    )
+                    action = "".join(_call_text(c["function"]["name"], c["function"]["arguments"]) for c in calls)
                 else:
                     action = message["content"]
                 observation, reward, terminated, truncated, info = await call(env.step, action)
@@ -307,11 +323,11 @@ class OpenAIAgent:
                 if cfg.max_turns is not None and record.turns >= cfg.max_turns:
                     record.truncation = "max_turns"
                     break
-                messages += _turn_messages(message, observation, record.turns)
+                messages += _turn_messages(message, valid_utf8(observation), record.turns)
         except EndpointError as exc:
-            record.error = str(exc)
-        except Exception as exc:  # an agent must not take the whole run down; say what happened
-            record.error = f"{type(exc).__name__}: {exc}"
+            record.error = error_line(exc)
+        except Exception as exc:  # an agent or env must not take the whole run down; say what happened
+            record.error = error_line(f"{type(exc).__name__}: {error_line(exc)}")
         return record
 
     async def play_all(
@@ -344,10 +360,14 @@ class OpenAIAgent:
                     if stopped:
                         return None
                     worker = idle.pop() if idle else await _EnvWorker.start(make_env)
+                    record = None
                     try:
                         record = await self.play(worker.env, index, reset, worker=worker)
-                    finally:
-                        idle.append(worker)
+                    finally:  # an env that failed may be left in any state: the next episode gets a fresh one
+                        if record is not None and record.error is None:
+                            idle.append(worker)
+                        else:
+                            worker.close()
                     if on_episode is not None:
                         try:
                             on_episode(record)
@@ -400,8 +420,13 @@ class _EnvWorker:
         return await asyncio.get_running_loop().run_in_executor(self.executor, functools.partial(fn, *args, **kwargs))
 
     def close(self) -> None:
-        self.executor.submit(self.env.close).result()
-        self.executor.shutdown(wait=True)
+        """Close the env (an env that raises on close is warned about, not raised) and end the thread."""
+        try:
+            self.executor.submit(self.env.close).result()
+        except Exception as exc:
+            warnings.warn(f"closing the env raised {exc!r}", RuntimeWarning, stacklevel=2)
+        finally:
+            self.executor.shutdown(wait=True)
 
 
 def _turn_messages(message: dict[str, Any], observation: str, turn: int) -> list[dict[str, Any]]:
@@ -409,20 +434,7 @@ def _turn_messages(message: dict[str, Any], observation: str, turn: int) -> list
     calls = message["tool_calls"]
     if not calls:
         return [{"role": "assistant", "content": message["content"]}, {"role": "user", "content": observation}]
-    normalized = []
-    for k, call in enumerate(calls):
-        fn = call["function"]
-        arguments = fn.get("arguments", "{}")
-        normalized.append(
-            {
-                "id": call.get("id") or f"call_{turn}_{k}",
-                "type": "function",
-                "function": {
-                    "name": fn["name"],
-                    "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
-                },
-            }
-        )
+    normalized = [{**call, "id": call["id"] or f"call_{turn}_{k}"} for k, call in enumerate(calls)]
     out: list[dict[str, Any]] = [{"role": "assistant", "content": message["content"] or None, "tool_calls": normalized}]
     # the env answers all calls of a turn in one observation: it goes with the last call
     for k, call in enumerate(normalized):

@@ -139,6 +139,14 @@ class CliffWalkEnv(ToolEnv):
 
     # ----------------------------------------------------------------- ToolEnv hooks
 
+    def reward_bounds(self) -> tuple[float, float]:
+        """Per action: at least one move (-1; an unreadable action also costs 1); at worst ``max_calls_per_step``
+        falls (-100 each) when a fall sends the agent back, or ``max_calls_per_step - 1`` moves and a fall that
+        ends the episode (-103 with 4 calls)."""
+        calls = self.max_calls_per_step
+        low = -100.0 - (calls - 1) if self.cliff_terminates else -100.0 * calls
+        return min(low, self.invalid_action_reward), max(-1.0, self.invalid_action_reward)
+
     def _reset_task(self, options: dict[str, Any]) -> None:
         if self.is_slippery:
             self.np_random.random()  # Gymnasium draws the start state; keep the streams aligned

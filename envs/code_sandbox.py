@@ -237,6 +237,15 @@ class CodeSandboxEnv(ToolEnv):
 
     # ----------------------------------------------------------------- ToolEnv hooks
 
+    def reward_bounds(self) -> tuple[float, float]:
+        """Per action: ``test_improvement`` × the rise of the best visible pass fraction (it rises by at most 1
+        in a whole episode, however many calls an action runs) plus, at ``submit``, ``hidden_tests`` × the
+        fraction passed (0 to 1). With the default weights: ``(0, 1)``."""
+        w = self.rewards
+        low = min(0.0, w.test_improvement) + min(0.0, w.hidden_tests)
+        high = max(0.0, w.test_improvement) + max(0.0, w.hidden_tests)
+        return min(low, self.invalid_action_reward), max(high, self.invalid_action_reward)
+
     def _start(self, task: CodeTask) -> None:
         self.task = task
         self.runs = 0

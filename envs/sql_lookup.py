@@ -499,6 +499,19 @@ class SQLLookupEnv(ToolEnv):
 
     # ----------------------------------------------------------------- ToolEnv hooks
 
+    def reward_bounds(self) -> tuple[float, float]:
+        """Per action: up to ``max_calls_per_step`` calls; each exploring call (``list_tables``,
+        ``describe_table``, ``run_sql``) is charged ``tool_cost``, one ``run_sql`` of the episode may earn
+        ``explore_query``, and an answer that ends the action pays ``correct`` or nothing (an ``answer_sql``
+        that fails pays nothing and goes on). With the default weights: ``(0, 1)``."""
+        w, calls = self.rewards, self.max_calls_per_step
+        paid = [self.invalid_action_reward]
+        for m in range(calls + 1):  # exploring calls in the action
+            for explore in (0.0, w.explore_query if m else 0.0):
+                for answer in (0.0, w.correct if m < calls else 0.0):
+                    paid.append(-w.tool_cost * m + explore + answer)
+        return min(paid), max(paid)
+
     def _start(self, task: SQLTask) -> None:
         self.task = task
         self.seen: set[str] = set()

@@ -196,6 +196,16 @@ class WeatherRunEnv(ToolEnv):
 
     # ----------------------------------------------------------------- ToolEnv hooks
 
+    def reward_bounds(self) -> tuple[float, float]:
+        """Per action: up to ``max_calls_per_step`` calls, each lookup charged ``tool_cost``; an ``answer`` ends
+        the action and pays ``no_tools`` (no lookup before it in the episode), nothing (wrong), ``correct`` or
+        ``correct + both_tools``. With the default weights: ``(-0.5, 1.5)``."""
+        w, calls = self.rewards, self.max_calls_per_step
+        answers = [w.no_tools, 0.0, w.correct, w.correct + w.both_tools]
+        paid = [self.invalid_action_reward] + [-w.tool_cost * m for m in range(1, calls + 1)]  # lookups only
+        paid += [-w.tool_cost * m + a for m in range(calls) for a in (answers if m == 0 else answers[1:])]
+        return min(paid), max(paid)
+
     def _reset_task(self, options: dict[str, Any]) -> None:
         index = options.get("task_index")
         self.city, self.date = self.backend.sample_task(self.np_random, None if index is None else int(index))

@@ -64,3 +64,49 @@ def test_cli_prints_the_audit_and_refuses_a_dir_without_episodes(run_dir, tmp_pa
     assert out.count("\n| 4") == 2  # two rows: steps 41 and 42
     assert main(["audit", str(tmp_path / "nothing")]) == 2
     assert "episodes.jsonl not found" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ a damaged episodes.jsonl: one line naming file:line
+
+GOOD = json.dumps(episode(1, 1.0, True))
+
+
+@pytest.mark.parametrize(
+    "line, problem",
+    [
+        (b'{"step": 1, "reward": ', "Expecting value: line 1 column 23 (char 22)"),
+        (GOOD.replace('"Lima"', '"Lima"').replace("answer", "\xe9").encode("latin-1"), "not UTF-8 text"),
+        (b"[1, 2, 3]", "Input should be a valid dictionary"),
+        (GOOD.replace('"reward": 1.0', '"reward": NaN').encode(), "reward: Input should be a finite number"),
+        (GOOD.replace('"reward": 1.0, ', "").encode(), "reward: Field required"),
+        (GOOD.replace('"success": true', '"success": [1]').encode(), "success: Input should be a valid boolean"),
+        (GOOD.replace('"turns": 1', '"turns": -1').encode(), "turns: Input should be greater than or equal to 0"),
+        (GOOD.replace('"actions": [', '"actions": {"a": ').replace("]}", "}}").encode(), "actions: Input should be a"),
+        (GOOD.replace('"step": 1', '"step": "one"').encode(), "step: Input should be a valid integer"),
+    ],
+    ids=["not-json", "not-utf8", "not-an-object", "nan-reward", "no-reward", "bad-success", "negative-turns",
+         "actions-not-a-list", "step-not-a-number"],
+)  # fmt: skip
+def test_a_damaged_episode_line_is_one_line_naming_file_line_and_field(tmp_path, capsys, line, problem):
+    path = tmp_path / "episodes.jsonl"
+    path.write_bytes(f"{GOOD}\n{GOOD}\n".encode() + line + f"\n{GOOD}\n".encode())
+    with pytest.raises(ValueError, match=rf"^{path}:3: not a logged episode \(") as info:
+        audit_run(tmp_path)
+    assert problem in str(info.value) and "\n" not in str(info.value), info.value
+    assert main(["audit", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == f"agentgym: {info.value}\n"
+
+
+def test_a_torn_last_line_is_skipped_and_text_that_splitlines_breaks_is_read_whole(tmp_path, capsys):
+    odd = episode(2, 1.0, False)
+    odd["actions"] = ["answer \u2028 now \x85 \ud800"]  # U+2028 and U+0085 split a str.splitlines() line
+    path = tmp_path / "episodes.jsonl"
+    text = json.dumps(odd, ensure_ascii=False).replace("\ud800", "\\ud800")  # as JSON spells a lone surrogate
+    path.write_bytes(f"{GOOD}\n{text}\n".encode() + GOOD[:40].encode())  # killed while writing the third
+    report = audit_run(tmp_path, quantile=0.0)
+    assert report.episodes == 2 and report.flagged[0]["actions"] == ["answer \u2028 now \x85 \ufffd"]
+    assert main(["audit", str(tmp_path), "--quantile", "0"]) == 0
+    assert "rule-fail" in capsys.readouterr().out
+    assert main(["audit", str(tmp_path), "--quantile", "0", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["flagged"][0]["actions"] == ["answer \u2028 now \x85 \ufffd"]

@@ -8,13 +8,17 @@ import json
 from http.server import BaseHTTPRequestHandler
 
 import gymnasium as gym
+import numpy as np
 import pytest
 
 from agentgym.cli import main
+from agentgym.core import ToolEnv
 from agentgym.envs.cliff_walk import CliffWalkEnv, CliffWalkOracle
+from agentgym.envs.weather_data import is_suitable
 from agentgym.evaluation import evaluate_agent
 from agentgym.http_service import HTTPService
 from agentgym.reports import EpisodeRecord, load_episodes, to_json
+from agentgym.sandbox import layer_status
 from agentgym.trainers import PPO
 
 FAULTY = "agentgym-test/FaultyCliffWalk-v0"
@@ -22,8 +26,8 @@ FAULTY = "agentgym-test/FaultyCliffWalk-v0"
 
 class FaultyCliffWalk(CliffWalkEnv):
     """CliffWalk whose odd-seeded episodes go wrong at turn 2 while ``faults_on`` is set: the oracle agent
-    raises (``fault="agent"``), the env raises (``"env"``) or the env pays a NaN reward (``"nan"``). It also
-    states the bounds of the reward of one action (what ``--resume`` checks records against)."""
+    raises (``fault="agent"``), the env raises (``"env"``) or the env pays a NaN reward (``"nan"``). Its reward
+    bounds, which ``--resume`` checks records against, are CliffWalk's: ``(-103, -1)`` an action."""
 
     faults_on = True
 
@@ -56,9 +60,6 @@ class FaultyCliffWalk(CliffWalkEnv):
                 return super().predict(observation, state, deterministic)
 
         return Oracle()
-
-    def reward_bounds(self) -> tuple[float, float]:
-        return -100.0 * self.max_calls_per_step, -1.0  # every action costs at least one move, at most 4 cliffs
 
 
 if FAULTY not in gym.registry:
@@ -186,6 +187,8 @@ def impossible(kind: str, record: EpisodeRecord) -> str:
         record.rewards, record.canonical, record.valid = [-1.0] * n, [True] * n, [True] * n
     elif kind == "reward-above-max":
         record.rewards[-1] = 50.0
+    elif kind == "reward-below-min":
+        record.rewards[0] = -103.5
     elif kind == "rewards-not-per-action":
         record.rewards.append(-1.0)
     elif kind == "observations-not-per-action":
@@ -206,7 +209,8 @@ def impossible(kind: str, record: EpisodeRecord) -> str:
     "kind, message",
     [
         ("too-many-turns", "took 101 actions; this env ends an episode after 100"),
-        ("reward-above-max", "was paid 50 at turn 13; this env pays [-400, -1] a turn"),
+        ("reward-above-max", "was paid 50 at turn 13; this env pays [-103, -1] a turn"),
+        ("reward-below-min", "was paid -103.5 at turn 1; this env pays [-103, -1] a turn"),
         ("rewards-not-per-action", "has 13 actions but 14 rewards"),
         ("observations-not-per-action", "has 13 actions but 13 observations (expected 14)"),
         ("other-seed", "was reset with {'seed': 99}; this run resets it with {'seed': 1}"),
@@ -227,6 +231,126 @@ def test_resume_refuses_a_record_impossible_for_the_env_naming_file_and_line(fau
     assert code == 2 and out == ""
     one_clear_line(err, f"{path}:2: ", message)
     assert path.read_text(encoding="utf-8").splitlines() == lines  # nothing was lost or rewritten
+
+
+# ------------------------------------------------------------------ each env's reward bounds: stated, tight, enforced
+
+SANDBOX_STATUS = layer_status()
+needs_sandbox = pytest.mark.skipif(
+    all(SANDBOX_STATUS[layer] is not None for layer in ("bwrap", "unshare")),
+    reason=f"no sandbox layer on this machine: {SANDBOX_STATUS}",
+)
+
+BOUND_CASES = [  # (env id, kwargs, the bounds its docstrings give, what a step of each kind is paid)
+    pytest.param("agentgym/CliffWalk-v0", {}, (-103, -1), id="cliff"),
+    pytest.param("agentgym/CliffWalk-v0", {"cliff_terminates": False}, (-400, -1), id="cliff-no-end"),
+    pytest.param("agentgym/WeatherRun-v0", {}, (-0.5, 1.5), id="weather"),
+    pytest.param("agentgym/WeatherRun-v0", {"rewards": {"tool_cost": 0.3, "invalid_action": -0.2}}, (-1.2, 1.5),
+                 id="weather-costs"),
+    pytest.param("agentgym/SQLLookup-v0", {}, (0, 1), id="sql"),
+    pytest.param("agentgym/SQLLookup-v0", {"rewards": {"tool_cost": 0.1, "explore_query": 0.5}}, (-0.4, 1.4),
+                 id="sql-costs"),
+    pytest.param("agentgym/CodeSandbox-v0", {}, (0, 1), id="code", marks=needs_sandbox),
+    pytest.param("agentgym/CodeSandbox-v0", {"rewards": {"test_improvement": 0.5, "invalid_action": -0.1}},
+                 (-0.1, 1.5), id="code-costs", marks=needs_sandbox),
+]  # fmt: skip
+
+
+def test_every_registered_env_states_its_reward_bounds():
+    from gymnasium.envs.registration import load_env_creator
+
+    from agentgym.core import ToolEnv
+
+    ids = [env_id for env_id in gym.registry if env_id.startswith("agentgym/")]
+    assert len(ids) >= 4
+    for env_id in ids:
+        env_cls = load_env_creator(gym.spec(env_id).entry_point)
+        assert issubclass(env_cls, ToolEnv) and env_cls.reward_bounds is not ToolEnv.reward_bounds, env_id
+    assert ToolEnv.reward_bounds(CliffWalkEnv()) is None  # the base class states nothing (eval checks no bounds)
+
+
+def _calls(*calls: tuple[str, dict]) -> str:
+    return "".join(ToolEnv.canonical(name, **arguments) for name, arguments in calls)
+
+
+def extreme_actions(env, case: str) -> tuple[list[str], list[str]]:
+    """Two action sequences for the task ``reset(seed=0)`` drew (``env`` was just reset so), whose last action is
+    paid the low and the high bound exactly."""
+    base = env.unwrapped
+    if case.startswith("cliff"):
+        moves = ["left", "up", "right", "down"] if case == "cliff" else ["right"] * 4  # 3 moves then a fall; 4 falls
+        return [_calls(*[("move", {"direction": d}) for d in moves])], [_calls(("move", {"direction": "up"}))]
+    if case.startswith("weather"):
+        city, date = base.city, base.date
+        weather, air = base.backend.weather(city, date), base.backend.air_quality(city, date)
+        right = _calls(("answer", {"suitable": is_suitable(weather["temperature_c"], air["aqi"])}))
+        lookups = [_calls(("get_weather", {"city": city})), _calls(("get_air_quality", {"city": city}))]
+        low = [_calls(*[("get_weather", {"city": city})] * 4)] if case == "weather-costs" else [right]  # no_tools
+        return low, [*lookups, right]
+    if case.startswith("sql"):
+        gold = base.task.gold_sql
+        low = [_calls(*[("list_tables", {})] * 4)]
+        return low, [_calls(("run_sql", {"query": gold}), ("answer_sql", {"query": gold}))]
+    solution = base.task.solution
+    low = ["no tool call here"] if case == "code-costs" else [_calls(("submit", {"code": "x = 1"}))]
+    return low, [_calls(("run_tests", {"code": solution}), ("submit", {"code": solution}))]
+
+
+@pytest.mark.parametrize("env_id, kwargs, bounds", BOUND_CASES)
+def test_the_reward_bounds_are_the_tightest_the_weights_allow(request, env_id, kwargs, bounds):
+    env = gym.make(env_id, **kwargs)
+    low, high = env.unwrapped.reward_bounds()
+    assert (low, high) == pytest.approx(bounds)
+    env.reset(seed=0)
+    for actions, bound in zip(extreme_actions(env, request.node.callspec.id), (low, high), strict=True):
+        env.reset(seed=0)
+        rewards = [env.step(action)[1] for action in actions]
+        assert rewards[-1] == pytest.approx(bound), (actions, rewards)  # each bound is paid: none is loose
+    env.close()
+
+
+@pytest.mark.parametrize("env_id, kwargs, bounds", BOUND_CASES)
+def test_oracle_and_random_episodes_never_leave_the_reward_bounds(env_id, kwargs, bounds):
+    sandboxed = env_id.startswith("agentgym/CodeSandbox")
+    steps = 20 if sandboxed else 300  # a sandboxed call runs a program (~0.1 s)
+    env = gym.make(env_id, **kwargs)
+    low, high = env.unwrapped.reward_bounds()
+    rng = np.random.default_rng(0)
+    oracle, seen, n = env.unwrapped.oracle(), [], 0
+    for episode in range(10**6):
+        obs, _ = env.reset(seed=episode)
+        menu, done = env.unwrapped.action_menu(), False
+        while not done and n < steps:
+            kind = "oracle" if episode % 3 == 0 else rng.choice(["menu", "several", "junk"], p=[0.5, 0.4, 0.1])
+            if kind == "oracle":
+                action = oracle.predict(obs)[0]
+            elif kind == "junk":
+                action = "no tool call here"
+            else:  # one menu action, or 2 to 6 of them in one action (at most 4 are run)
+                action = "".join(rng.choice(menu, size=1 if kind == "menu" else rng.integers(2, 7)))
+            obs, reward, terminated, truncated, _ = env.step(action)
+            seen.append(reward)
+            done, n = terminated or truncated, n + 1
+        if n >= steps:
+            break
+    env.close()
+    assert len(seen) == steps and all(low - 1e-9 <= r <= high + 1e-9 for r in seen), (low, high, min(seen), max(seen))
+    assert max(seen) > min(seen)  # the walk saw more than one kind of step
+
+
+def test_resume_refuses_a_weather_record_paid_more_than_the_env_pays(tmp_path, capsys):
+    argv = ["eval", "--env", "agentgym/WeatherRun-v0", "--split", "test", "--agent", "oracle", "--episodes", "3"]
+    argv += ["--out", str(tmp_path), "--no-progress"]
+    assert run_cli(capsys, *argv)[0] == 0
+    path = tmp_path / "episodes.jsonl"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    record = EpisodeRecord.model_validate_json(lines[2])
+    record.rewards[-1] = 1.75  # above 1.5, the most an answer can earn
+    lines[2] = to_json(record)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    code, out, err = run_cli(capsys, *argv, "--episodes", "4", "--resume")
+    assert code == 2 and out == ""
+    one_clear_line(err, f"{path}:3: ", "episode 2 was paid 1.75 at turn 3; this env pays [-0.5, 1.5] a turn")
 
 
 def test_a_last_line_without_its_newline_is_kept_if_whole_and_refused_if_damaged(faults, tmp_path, capsys):

@@ -209,6 +209,79 @@ def test_the_episode_log_of_a_resumed_run_drops_a_torn_line_and_names_a_damaged_
         OnlineTrainer._trim_episode_log(SimpleNamespace(out_dir=tmp_path, step=2))
 
 
+def test_a_logged_episode_with_a_lone_surrogate_is_written_as_utf8_and_audited(tmp_path):
+    from types import SimpleNamespace
+
+    from agentgym.audit import audit_run
+    from agentgym.trainers.online import OnlineTrainer
+
+    def logged(step, action):
+        return {"step": step, "reward": 1.0, "env_reward": 1.0, "rm_reward": None, "success": False, "turns": 1,
+                "response_tokens": 5, "canonical": [True], "valid": [True], "truncation": None, "clipped": 0,
+                "actions": [action], "reset": {"seed": step}}  # fmt: skip
+
+    trainer = SimpleNamespace(accelerator=None, is_main=True, out_dir=tmp_path, _episode_log=[])
+    for step, action in enumerate(["answer(\ud800)", "answer(\udfff \U0001f600 \u2028)", "answer(ok)"], 1):
+        trainer._episode_log = [logged(step, action)]
+        OnlineTrainer._flush_episode_log(trainer)  # what every training step runs
+    assert trainer._episode_log == []
+    text = (tmp_path / "episodes.jsonl").read_bytes().decode("utf-8")  # valid UTF-8 throughout
+    assert len(text.split("\n")) == 4 and "answer(\ufffd)" in text and "\U0001f600 \u2028" in text
+    report = audit_run(tmp_path, quantile=0.0)
+    assert report.episodes == 3 and [e["actions"][0] for e in report.flagged][:2] == [
+        "answer(\ufffd)",
+        "answer(\ufffd \U0001f600 \u2028)",
+    ]
+
+
+def _metrics_run(tmp_path, rows):
+    from agentgym.metrics import MetricsWriter
+
+    with MetricsWriter(tmp_path, tensorboard=False, step_key="step") as writer:
+        for row in rows:
+            writer.write(row)
+    return tmp_path / "metrics.jsonl"
+
+
+def test_resumed_metrics_keep_every_row_to_the_checkpoint_and_drop_a_torn_one(tmp_path):
+    from agentgym.metrics import MetricsWriter
+
+    rows = [{"step": s, "loss": 0.5 / s, "note": f"step\u2028{s}\x85"} for s in range(1, 6)]
+    path = _metrics_run(tmp_path, rows)
+    path.write_bytes(path.read_bytes() + b'{"step": 6, "lo')  # killed while writing step 6
+    with MetricsWriter(tmp_path, tensorboard=False, step_key="step", resume_after=4) as writer:
+        assert writer.rows == rows[:4]  # U+2028 and U+0085 inside a row do not split it
+        writer.write({"step": 5, "loss": 0.1, "note": "a lone \ud800"})
+    lines = path.read_bytes().decode("utf-8").split("\n")
+    assert len(lines) == 6 and lines[-1] == "" and "a lone \ufffd" in lines[4]
+    assert "a lone \ufffd" in (tmp_path / "metrics.csv").read_text(encoding="utf-8").replace("?", "\ufffd")
+
+
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        (b"not json", "not a metrics row (not JSON: Expecting value: line 1 column 1 (char 0))"),
+        (b'{"step": 3, "loss": \xff}', "not a metrics row (not UTF-8 text)"),
+        (b"[3]", "not a metrics row (a JSON object)"),
+        (b'{"step": "three"}', "not a metrics row ('step' is 'three', not a number)"),
+        (b'{"step": null}', "not a metrics row ('step' is None, not a number)"),
+    ],
+    ids=["not-json", "not-utf8", "not-an-object", "step-text", "step-null"],
+)
+def test_a_damaged_metrics_row_is_one_line_naming_the_line_and_nothing_is_lost(tmp_path, line, message):
+    from agentgym.metrics import MetricsWriter
+
+    path = _metrics_run(tmp_path, [{"step": s, "loss": 1.0} for s in range(1, 5)])
+    lines = path.read_bytes().split(b"\n")
+    lines[2] = line
+    damaged = b"\n".join(lines)
+    path.write_bytes(damaged)
+    with pytest.raises(ValueError) as info:
+        MetricsWriter(tmp_path, tensorboard=False, step_key="step", resume_after=2)
+    assert str(info.value) == f"{path}:3: {message}", info.value
+    assert path.read_bytes() == damaged  # refused before the file is rewritten
+
+
 def test_preference_pairs_that_are_not_utf8_name_the_file_and_line(tmp_path):
     from agentgym.trainers.preferences import read_pairs
 
@@ -226,6 +299,6 @@ def test_a_weather_snapshot_with_a_nan_temperature_is_refused_naming_the_line(tm
     lines = SNAPSHOT_V0.read_text(encoding="utf-8").splitlines()
     lines[4] = re.sub(r'"temperature_c": ?[-0-9.]+', '"temperature_c": NaN', lines[4])
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    # (the message is several lines until agentgym.data.read_jsonl gives one-line errors; see the report)
-    with pytest.raises(ValueError, match=r"(?s)snapshot.jsonl:5: .*temperature_c.*finite number"):
+    with pytest.raises(ValueError) as info:
         gym.make("agentgym/WeatherRun-v0", snapshot=path)
+    assert str(info.value) == f"{path}:5: not a weather record (temperature_c: Input should be a finite number)"

@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from agentgym.cli import main
+from agentgym.envs.weather_run import WeatherRunEnv
 from agentgym.evaluation import evaluate_agent
 from agentgym.http_service import HTTPService
 from agentgym.model_server import LLMResponder, ModelServer, ScriptedResponder, to_choice
@@ -379,3 +380,98 @@ def test_serve_model_command_with_the_scripted_oracle(capsys):
     finally:
         proc.terminate()
         proc.wait(timeout=5)
+
+
+# ------------------------------------------------------------------------------------------ hostile replies, envs
+
+
+def reply(content=None, calls=()):
+    return {"choices": [{"index": 0, "message": {"role": "assistant", "content": content, "tool_calls": list(calls)}}]}
+
+
+SURROGATE_TURNS = [  # what the endpoint answers at turns 1, 2, 3: lone surrogates in every string it controls
+    reply("let me think \ud800 first"),
+    reply(calls=[
+        {"id": "c\udfff", "type": "function",
+         "function": {"name": "get_weather", "arguments": '{"city": "Lima\ud800"}'}},
+        {"function": {"name": "get_air_\udc00quality", "arguments": {"city": "Lima \ud83d"}}},
+    ]),
+    reply('<tool_call>{"name": "answer", "arguments": {"suitable": true, "reason": "\ud800"}}</tool_call>'),
+]  # fmt: skip
+
+
+class SurrogateMidEpisode(BaseHTTPRequestHandler):
+    """An endpoint whose replies hold lone surrogates (JSON escapes can spell them) in turns that do not end the
+    episode; it keeps every request body it receives."""
+
+    bodies: list[bytes] = []
+
+    def do_GET(self):  # noqa: N802
+        self._send(b'{"object": "list", "data": []}')
+
+    def do_POST(self):  # noqa: N802
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        type(self).bodies.append(body)
+        turn = sum(m["role"] == "assistant" for m in json.loads(body)["messages"])
+        self._send(json.dumps(SURROGATE_TURNS[turn]).encode())  # ASCII JSON: "\ud800" as an escape
+
+    def _send(self, body):
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_reply_with_lone_surrogates_mid_episode_does_not_fail_the_episode(tmp_path):
+    SurrogateMidEpisode.bodies = []
+    with HTTPService(SurrogateMidEpisode, "127.0.0.1", 0) as server:
+        summary = evaluate_agent(WEATHER, f"openai:m@{server.url}/v1", split="test", episodes=1, out_dir=tmp_path)
+    (record,) = load_episodes(tmp_path / "episodes.jsonl")
+    assert record.error is None and summary.failures == 0, record.error
+    assert record.turns == 3 and record.terminated and len(SurrogateMidEpisode.bodies) == 3
+    sent = [json.loads(body.decode("utf-8")) for body in SurrogateMidEpisode.bodies]  # every request was UTF-8
+    history = sent[2]["messages"]
+    assert history[1] == {"role": "assistant", "content": "let me think \ufffd first"}
+    calls = history[3]["tool_calls"]
+    assert [c["id"] for c in calls] == ["c\ufffd", "call_2_1"]
+    assert [c["function"]["name"] for c in calls] == ["get_weather", "get_air_\ufffdquality"]
+    assert calls[0]["function"]["arguments"] == '{"city": "Lima\ufffd"}'
+    assert json.loads(calls[1]["function"]["arguments"]) == {"city": "Lima \ufffd"}
+    assert [m["role"] for m in history] == ["user", "assistant", "user", "assistant", "tool", "tool"]
+
+
+class ResetFailsWeather(WeatherRunEnv):
+    """WeatherRun whose reset raises for odd seeds while ``broken`` is set."""
+
+    broken = True
+
+    def reset(self, *, seed=None, options=None):
+        if type(self).broken and seed is not None and seed % 2:
+            raise RuntimeError("the env broke in reset\nwith a second line")
+        return super().reset(seed=seed, options=options)
+
+
+RESET_FAILS = "agentgym-test/ResetFailsWeather-v0"
+if RESET_FAILS not in gym.registry:
+    gym.register(RESET_FAILS, entry_point=ResetFailsWeather, max_episode_steps=8)
+
+
+def test_an_env_that_fails_to_reset_fails_that_episode_only_and_resume_replays_it(oracle_server, tmp_path):
+    # the env that failed is not reused: Gymnasium's env checker breaks the next step of an env whose first
+    # reset raised (it finds no previous reset to compare with), so episode 2 on it would fail too
+    ResetFailsWeather.broken = True
+    try:
+        kwargs = {"split": "test", "episodes": 4, "out_dir": tmp_path, "concurrency": 2}
+        summary = evaluate_agent(RESET_FAILS, f"openai:oracle@{oracle_server.url}", **kwargs)
+        assert summary.completed == 2 and summary.success_rate == 0.5
+        assert summary.failure_reasons == {"RuntimeError: the env broke in reset": 2}
+        records = load_episodes(tmp_path / "episodes.jsonl")
+        assert sorted((r.index, r.turns, r.observations) for r in records if r.error) == [(1, 0, []), (3, 0, [])]
+        ResetFailsWeather.broken = False
+        resumed = evaluate_agent(RESET_FAILS, f"openai:oracle@{oracle_server.url}", resume=True, **kwargs)
+        assert resumed.timing.episodes_run == 2 and resumed.failures == 0 and resumed.success_rate == 1.0
+    finally:
+        ResetFailsWeather.broken = True

@@ -43,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from torch import Tensor
 
 import agentgym
+from agentgym.core import valid_utf8
 from agentgym.llm import LLMPolicy, TokenScores, score_tokens
 from agentgym.metrics import MetricsWriter
 from agentgym.plotting import plot_learning_curves
@@ -426,6 +427,8 @@ class OnlineTrainer:
         }
 
     def _flush_episode_log(self) -> None:
+        """Append the logged episodes to ``episodes.jsonl`` (rank 0), as valid UTF-8: a lone surrogate a model
+        wrote into an action becomes U+FFFD, so no action can stop the log or the run."""
         episodes = self._episode_log
         if self.accelerator is not None:
             from accelerate.utils import gather_object
@@ -435,7 +438,7 @@ class OnlineTrainer:
         self._episode_log = []
         if self.is_main and episodes and self.out_dir is not None:
             with (self.out_dir / "episodes.jsonl").open("a", encoding="utf-8") as f:
-                f.writelines(json.dumps(e, ensure_ascii=False) + "\n" for e in episodes)
+                f.writelines(valid_utf8(json.dumps(e, ensure_ascii=False)) + "\n" for e in episodes)
 
     def _trim_episode_log(self) -> None:
         """On resume, drop logged episodes of steps after the checkpoint (they are played again), and a torn
