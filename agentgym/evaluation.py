@@ -425,8 +425,10 @@ def evaluate_agent(
         raise ValueError(f"concurrency must be at least 1, got {concurrency}")
     if resume and out_dir is None:
         raise ValueError("resume needs out_dir, the directory of the run to continue")
+    # Gymnasium's passive env checker breaks every step after a reset that raised (gymnasium 1.4), which would
+    # fail the episodes after a failed one; the registered envs pass check_env in the tests instead.
     kwargs = split_kwargs(env_id, split, env_kwargs)
-    probe = gym.make(env_id, **kwargs)
+    probe = gym.make(env_id, disable_env_checker=True, **kwargs)
     try:
         base = probe.unwrapped
         num_tasks = getattr(base, "num_tasks", None)
@@ -436,7 +438,7 @@ def evaluate_agent(
         player = _player(
             agent,
             probe,
-            lambda: gym.make(env_id, **kwargs),
+            lambda: gym.make(env_id, disable_env_checker=True, **kwargs),
             seed=seed,
             concurrency=concurrency,
             sampling=dict(sampling or {}),

@@ -26,7 +26,8 @@ FAULTY = "agentgym-test/FaultyCliffWalk-v0"
 
 class FaultyCliffWalk(CliffWalkEnv):
     """CliffWalk whose odd-seeded episodes go wrong at turn 2 while ``faults_on`` is set: the oracle agent
-    raises (``fault="agent"``), the env raises (``"env"``) or the env pays a NaN reward (``"nan"``). Its reward
+    raises (``fault="agent"``), the env raises (``"env"``; ``"reset"`` in reset) or the env pays a NaN reward
+    (``"nan"``). Its reward
     bounds, which ``--resume`` checks records against, are CliffWalk's: ``(-103, -1)`` an action."""
 
     faults_on = True
@@ -37,6 +38,8 @@ class FaultyCliffWalk(CliffWalkEnv):
 
     def reset(self, *, seed=None, options=None):
         self.odd = seed is not None and seed % 2 == 1
+        if type(self).faults_on and self.odd and self.fault == "reset":
+            raise RuntimeError("the env broke at reset")
         return super().reset(seed=seed, options=options)
 
     def step(self, action):
@@ -95,6 +98,7 @@ def one_clear_line(err: str, *needles: str) -> str:
         ("agent", "RuntimeError: the agent broke at turn 2"),
         ("env", "RuntimeError: the env broke at turn 2"),
         ("nan", "ValueError: the env returned the reward nan at turn 2"),
+        ("reset", "RuntimeError: the env broke at reset"),  # and the next episodes on that env still play
     ],
 )
 def test_a_failing_episode_is_recorded_and_resume_replays_only_it(faults, tmp_path, capsys, fault, reason):
@@ -107,7 +111,8 @@ def test_a_failing_episode_is_recorded_and_resume_replays_only_it(faults, tmp_pa
     assert summary["failure_reasons"] == {reason: 3} and summary["success_rate"] == 0.5
     failed = [r for r in load_episodes(tmp_path / "episodes.jsonl") if r.error]
     assert sorted(r.index for r in failed) == [1, 3, 5]
-    assert all(r.turns == 1 and len(r.observations) == 2 for r in failed)  # what happened before turn 2 is kept
+    played = 0 if fault == "reset" else 1  # what happened before the fault is kept
+    assert all(r.turns == played and len(r.observations) == 2 * played for r in failed)
 
     faults.faults_on = False
     code, out, err = run_cli(capsys, *argv, "--resume")
