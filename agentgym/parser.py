@@ -39,6 +39,7 @@ MAX_ACTION_CHARS = 32_768
 
 MAX_CALLS = 16
 _MAX_JSON_STARTS = 64  # candidate '{' / '[' positions tried in one action
+_JSON_SCAN_BUDGET = 1  # characters read across all attempts, × the text, + 8 KiB: linear time (the last may run over)
 _MAX_NUMBER_CHARS = 400  # digits in one number (Python refuses int() of more than 4,300)
 
 
@@ -436,8 +437,9 @@ def _find_react(text: str, known: Mapping[str, Any]) -> tuple[list[_Raw], str] |
 def _find_json(text: str, known: Mapping[str, Any]) -> tuple[list[_Raw], str] | None:
     calls: list[_Raw] = []
     fmt = "json"
-    i, tried = 0, 0
-    while tried < _MAX_JSON_STARTS:
+    i, tried, scanned = 0, 0, 0
+    budget = _JSON_SCAN_BUDGET * len(text) + 8192  # failed attempts each read up to the end: bound their sum
+    while tried < _MAX_JSON_STARTS and scanned < budget:
         starts = [p for p in (text.find("{", i), text.find("[", i)) if p >= 0]
         if not starts:
             break
@@ -447,8 +449,10 @@ def _find_json(text: str, known: Mapping[str, Any]) -> tuple[list[_Raw], str] | 
         try:
             obj = reader.value()
         except (_Unparsable, RecursionError):
+            scanned += reader.i - start
             i = start + 1
             continue
+        scanned += reader.i - start
         found = _calls_from_json(obj, known)
         if found is None:
             i = start + 1

@@ -38,6 +38,9 @@ FAMILIES = {
     "pipe-spaces": lambda n: "<|" + " \n\t" * (n // 3),
     "close-spaces": lambda n: "<tool_call>{}< /" + " " * n,
     "many-angles": lambda n: ("<" + " " * 63) * (n // 64),
+    # 64 JSON starts, each of whose reads runs to the end (the fuzzer's find: 0.5 s for 29 KB of '["""…')
+    "bracket-strings": lambda n: ('["' + '"' * 448) * (n // 450),
+    "brace-keys": lambda n: ('{"k": "' + "v" * 200) * (n // 207),
 }
 
 

@@ -793,3 +793,10 @@ def test_raw_newlines_inside_python_call_strings_are_read(text, code):
 
     result = parse_tool_calls(text, [run_python])
     assert result.error is None and result.calls[0].arguments == {"code": code}
+
+
+def test_a_call_after_an_unclosed_brace_is_still_found():
+    """Bounding the JSON reader's total work must not cost the common case: prose with a stray '{' first."""
+    text = 'I think {maybe this: ' + "x" * 5000 + ' {"name": "move", "arguments": {"direction": "up"}}'
+    result = parse_tool_calls(text, ["move"])
+    assert [(c.name, c.arguments) for c in result.calls] == [("move", {"direction": "up"})]
