@@ -72,14 +72,13 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _resolve_model(spec: str, out: Path, seed: int) -> str:
-    """``tiny`` builds the local tiny model under ``out/tiny``; anything else is a path or hub id."""
+def _resolve_model(spec: str) -> str:
+    """``tiny`` is the shipped tiny base model; anything else is a path or hub id."""
     if spec != "tiny":
         return spec
-    from agentgym.tiny_model import build_tiny_model
+    from agentgym.tiny_model import base_model_path
 
-    print(f"building the tiny model and tokenizer in {out / 'tiny'} ...", flush=True)
-    return str(build_tiny_model(out / "tiny", seed=seed))
+    return str(base_model_path())
 
 
 LLM_TRAINERS = {  # CLI name: (module, trainer, config, the config field --steps/--episodes sets, that flag)
@@ -116,11 +115,12 @@ def _cmd_train_llm(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if args.resume:
         if not hasattr(trainer_cls, "resume"):
-            raise ValueError(f"--resume works for grpo and llm-ppo runs, not {args.algorithm}")
+            raise ValueError(f"--resume works for sft, grpo and llm-ppo runs, not {args.algorithm}")
         trainer = trainer_cls.resume(out)
-        rows = trainer.learn(config.steps, progress_bar=not args.no_progress)
+        more = {"steps": config.steps} if budget == "steps" else {}
+        rows = trainer.learn(**more, progress_bar=not args.no_progress)
     else:
-        trainer = trainer_cls(_resolve_model(args.model, out, args.seed), config, out_dir=out)
+        trainer = trainer_cls(_resolve_model(args.model), config, out_dir=out)
         rows = trainer.learn(progress_bar=not args.no_progress)
     last = {k: v for row in rows for k, v in row.items() if k.startswith("eval_")}
     if "eval_accuracy" in last:
@@ -238,12 +238,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--timesteps", type=int, default=50_000, help="training env steps (ppo)")
     p.add_argument("--steps", type=int, help="training steps (grpo, llm-ppo; dpo: rounds)")
-    p.add_argument("--model", default="tiny", help="LLMs: tiny (built locally), a model directory or a hub id")
+    p.add_argument("--model", default="tiny", help="LLMs: tiny (the shipped tiny base model), a model directory or a hub id")
     p.add_argument(
         "--recipe", choices=["tiny", "default"], help="LLMs: the tiny-model recipe (default with --model tiny)"
     )
     p.add_argument(
-        "--resume", action="store_true", help="grpo/llm-ppo: continue the run in --out from its last checkpoint"
+        "--resume", action="store_true", help="sft/grpo/llm-ppo: continue the run in --out from its last checkpoint"
     )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--gamma", type=float, help="discount factor")

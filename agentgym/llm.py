@@ -15,12 +15,15 @@ is here and works on token ids, never on re-tokenised text:
 from __future__ import annotations
 
 import inspect
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
+
+from agentgym.decoding import Decoder, PrefixCache, supports
 
 __all__ = ["Generation", "LLMPolicy", "TokenScores", "score_tokens", "token_logprobs"]
 
@@ -47,6 +50,7 @@ class LLMPolicy:
     _stop_ids: list[int] = field(init=False, default_factory=list)
     _stop_texts: list[str] = field(init=False, default_factory=list)
     _hidden_ids: frozenset[int] = field(init=False, default=frozenset())
+    _decoder: Decoder | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         tok = self.tokenizer
@@ -67,11 +71,18 @@ class LLMPolicy:
         self._stop_ids = sorted(ids)
         # what decode() leaves out: end-of-turn/EOS and padding, but not the </tool_call> the parser reads
         self._hidden_ids = frozenset(ids - set(tok.encode(TOOL_CALL_END, add_special_tokens=False))) | {self.pad_id}
+        self._decoder = Decoder(self.model) if supports(self.model) else None
 
     @classmethod
     def from_pretrained(cls, name_or_path: str | Path, *, dtype: torch.dtype | None = None, **kwargs: Any) -> LLMPolicy:
-        """Load model and tokenizer with ``from_pretrained`` (a local path or a hub id)."""
+        """Load model and tokenizer with ``from_pretrained``: a local path, a hub id, or ``"tiny"`` (the
+        shipped tiny base model, :func:`agentgym.tiny_model.base_model_path`)."""
         from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        if str(name_or_path) == "tiny":
+            from agentgym.tiny_model import base_model_path
+
+            name_or_path = base_model_path()
 
         tokenizer = AutoTokenizer.from_pretrained(name_or_path)
         model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=dtype or torch.float32, **kwargs)
@@ -127,46 +138,36 @@ class LLMPolicy:
         temperature: float = 1.0,
         top_p: float = 1.0,
         generator: torch.Generator | None = None,
+        cache: PrefixCache | None = None,
+        keys: Sequence[Hashable] | None = None,
     ) -> list[Generation]:
-        """Sample one continuation per prompt (left-padded batch, KV cache). ``temperature=0`` is greedy.
+        """Sample one continuation per prompt (KV cache). ``temperature=0`` is greedy.
 
         A continuation stops at end-of-turn/EOS or right after ``</tool_call>``. The returned
         log-probs are those of the distribution sampled from (logits / temperature, before top-p),
         which is what :func:`token_logprobs` recomputes in training.
-        """
-        from transformers import DynamicCache
 
-        model, device = self.model, self.device
-        n, width = len(prompts), max(map(len, prompts))
-        input_ids = torch.full((n, width), self.pad_id, dtype=torch.long)
-        attention = torch.zeros((n, width), dtype=torch.long)
-        for i, p in enumerate(prompts):
-            input_ids[i, width - len(p) :] = torch.tensor(p)
-            attention[i, width - len(p) :] = 1
-        input_ids, attention = input_ids.to(device), attention.to(device)
-        positions = (attention.cumsum(-1) - 1).clamp(min=0)
-        stop_ids = torch.tensor(self._stop_ids, device=device)
+        Llama-family models run on :class:`agentgym.decoding.Decoder` (identical prompts are encoded
+        once; with a ``cache`` and one key per prompt, a prompt that extends its key's earlier prompt and
+        continuation reuses their keys and values, and each row's are stored back under its key). Other
+        models run ``model.forward`` with a ``DynamicCache`` and ignore ``cache``.
+        """
+        model, device, n = self.model, self.device, len(prompts)
         was_training = model.training
         model.eval()
-        # transformers ≥ 5.24 names the KV cache argument ``cache``; earlier versions ``past_key_values``.
-        cache_arg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
-        cache = {cache_arg: DynamicCache()}
-        out = model(
-            input_ids=input_ids,
-            attention_mask=attention,
-            position_ids=positions,
-            use_cache=True,
-            logits_to_keep=1,
-            **cache,
-        )
+        if self._decoder is not None:
+            decoder = self._decoder
+            logits = decoder.prefill(prompts, max_new_tokens, cache=cache, keys=keys)
+            forward = decoder.step
+        else:
+            logits, forward = self._hf_prefill(prompts)
+        stop_ids = torch.tensor(self._stop_ids, device=device)
         tokens = torch.full((n, max_new_tokens), self.pad_id, dtype=torch.long, device=device)
         logps = torch.zeros((n, max_new_tokens), device=device)
         finished = torch.zeros(n, dtype=torch.bool, device=device)
         stopped = torch.zeros(n, dtype=torch.bool, device=device)
-        next_pos = positions[:, -1:] + 1
         steps = 0
         for t in range(max_new_tokens):
-            logits = out.logits[:, -1, :].float()
             token, logp = _sample(logits, temperature, top_p, generator)
             token = torch.where(finished, torch.full_like(token, self.pad_id), token)
             tokens[:, t] = token
@@ -179,15 +180,7 @@ class LLMPolicy:
             finished |= hit
             if bool(finished.all()) or t + 1 == max_new_tokens:
                 break
-            attention = torch.cat([attention, torch.ones((n, 1), dtype=attention.dtype, device=device)], dim=1)
-            out = model(
-                input_ids=token[:, None],
-                attention_mask=attention,
-                position_ids=next_pos,
-                use_cache=True,
-                **cache,
-            )
-            next_pos = next_pos + 1
+            logits = forward(token)
         model.train(was_training)
         results = []
         for i in range(n):
@@ -199,7 +192,52 @@ class LLMPolicy:
             else:  # pad doubles as a stop id: cut after the first stop
                 length = next((k + 1 for k, tok in enumerate(row) if tok in self._stop_ids), steps)
             results.append(Generation(row[:length], logps[i, :length].tolist(), bool(stopped[i])))
+        if self._decoder is not None:
+            if cache is not None and keys is not None:
+                self._decoder.store(cache, keys, [list(p) + g.token_ids for p, g in zip(prompts, results, strict=True)])
+            self._decoder.release()
         return results
+
+    def _hf_prefill(self, prompts: list[list[int]]) -> tuple[Tensor, Any]:
+        """``model.forward`` over the left-padded prompts with a ``DynamicCache``: the first logits and a
+        function that feeds one token per row and returns the next."""
+        from transformers import DynamicCache
+
+        model, device = self.model, self.device
+        n, width = len(prompts), max(map(len, prompts))
+        input_ids = torch.full((n, width), self.pad_id, dtype=torch.long)
+        attention = torch.zeros((n, width), dtype=torch.long)
+        for i, p in enumerate(prompts):
+            input_ids[i, width - len(p) :] = torch.tensor(p)
+            attention[i, width - len(p) :] = 1
+        input_ids, attention = input_ids.to(device), attention.to(device)
+        positions = (attention.cumsum(-1) - 1).clamp(min=0)
+        # transformers ≥ 5.24 names the KV cache argument ``cache``; earlier versions ``past_key_values``.
+        cache_arg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+        cache = {cache_arg: DynamicCache()}
+        out = model(
+            input_ids=input_ids,
+            attention_mask=attention,
+            position_ids=positions,
+            use_cache=True,
+            logits_to_keep=1,
+            **cache,
+        )
+        state = {"attention": attention, "position": positions[:, -1:] + 1}
+
+        def forward(token: Tensor) -> Tensor:
+            state["attention"] = torch.cat([state["attention"], state["attention"].new_ones((n, 1))], dim=1)
+            step = model(
+                input_ids=token[:, None],
+                attention_mask=state["attention"],
+                position_ids=state["position"],
+                use_cache=True,
+                **cache,
+            )
+            state["position"] = state["position"] + 1
+            return step.logits[:, -1, :].float()
+
+        return out.logits[:, -1, :].float(), forward
 
     def _ends_with_stop_text(self, tokens: Tensor) -> Tensor:
         tails = [self.tokenizer.decode(row[-8:], skip_special_tokens=False) for row in tokens.tolist()]

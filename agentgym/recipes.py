@@ -1,10 +1,12 @@
 """Settings that work for the tiny local model (``--model tiny``), as config overrides per stage.
 
 Real 1–8 B models start from the trainers' defaults (GRPO: learning rate 1e-6, β 0.04). The tiny
-~1 M-parameter model needs different ones, found on WeatherRun (``benchmarks/grpo_weatherrun.py``):
+~1 M-parameter model (``--model tiny``, the shipped base) needs different ones, found on WeatherRun
+(``benchmarks/grpo_weatherrun.py``):
 
-- short prompts: each turn shows only the env's one-line state summary (``context="summary"``,
-  ``turn_template="{summary}"``), ~45 tokens per turn instead of ~250 for the full observation;
+- short prompts: each turn shows the compact tool list and the env's one-line state summary
+  (``context="summary"``, ``turn_template="{signatures}\n{summary}"``), ~80 tokens per turn with the
+  shipped base's tokenizer instead of several hundred for the full observation;
 - learning rates ~300× larger than for real models (SFT 1e-3, GRPO 3e-4 with a 20-step warm-up);
 - a strong KL anchor to the SFT model (β = 0.3): without it, groups collapse to identical rewards
   (``frac_zero_std`` → 1) and the policy locks into a partial rule;
@@ -19,7 +21,7 @@ from typing import Any
 
 __all__ = ["TINY", "tiny_overrides"]
 
-_ROLLOUT = {"context": "summary", "turn_template": "{summary}", "max_new_tokens": 40, "max_turns": 4}
+_ROLLOUT = {"context": "summary", "turn_template": "{signatures}\n{summary}", "max_new_tokens": 48, "max_turns": 4}
 _WEATHER_TRAINING = {"backend": "random", "synthetic_cities": True, "suitable_share": 0.5}
 
 TINY: dict[str, dict[str, Any]] = {
@@ -28,11 +30,11 @@ TINY: dict[str, dict[str, Any]] = {
         "env_kwargs": _WEATHER_TRAINING,
         "eval_env_kwargs": {},  # the frozen snapshot's test split
         "rollout": _ROLLOUT,
-        "episodes": 40960,
+        "episodes": 512,
         "epochs": 1,
         "randomize_decisions": True,
         "learning_rate": 1e-3,
-        "warmup_steps": 20,
+        "warmup_steps": 5,
         "batch_size": 32,
     },
     "grpo": {
@@ -45,6 +47,20 @@ TINY: dict[str, dict[str, Any]] = {
         "learning_rate": 3e-4,
         "warmup_steps": 20,
         "beta": 0.3,
+        "loss_type": "dapo",
+    },
+    # GRPO straight from the shipped base, no SFT (benchmarks/grpo_weatherrun.py --experiment b): the base
+    # answers from memory at first, so there is no SFT model to anchor to.
+    "grpo-from-base": {
+        "env_id": "agentgym/WeatherRun-v0",
+        "env_kwargs": _WEATHER_TRAINING,
+        "eval_env_kwargs": {},
+        "rollout": {**_ROLLOUT, "temperature": 1.0},
+        "num_generations": 4,
+        "tasks_per_step": 16,
+        "learning_rate": 3e-4,
+        "warmup_steps": 10,
+        "beta": 0.0,
         "loss_type": "dapo",
     },
     "ppo": {  # as many episodes per step as GRPO's 16 × 4; benchmarks/ppo_vs_grpo.py compares the two

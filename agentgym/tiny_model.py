@@ -1,24 +1,52 @@
-"""A tiny causal language model and tokenizer built here, offline, from the envs' own text.
+"""The tiny language models: the shipped pretrained base (``--model tiny``) and random-weight test models.
 
-``build_tiny_model(path)`` trains a word-level tokenizer on text the registered envs produce (task
-prompts, observations, the oracles' tool calls), creates a small Llama-config model with random
-weights, and saves both with ``save_pretrained``. It loads back through the same
-``from_pretrained`` path a real model uses (:class:`agentgym.llm.LLMPolicy`), so tests, the demo
-and the benchmarks exercise the real code.
+**The shipped base** (``agentgym/tiny_base/``, loaded by ``LLMPolicy.from_pretrained("tiny")`` and
+``--model tiny``; :func:`base_model_path` checks every file against ``SHA256SUMS``) is a Llama-config causal
+LM of 900,352 parameters (4 layers, width 128, 4 heads with 2 key/value heads, MLP 384, tied embeddings,
+vocabulary 881; 3.6 MB of safetensors). It was pretrained by code in this repo, from seed 0::
 
-Why word level. A small model learns a tool-call format fast when every tool and field name is one
-token and numbers are digits (``18.4`` → ``1 8 . 4``): an action is ~18 tokens and the decision is
-a single token (``true``/``false``). The tokenizer is byte-level BPE over pre-tokens that are
-whole words, single digits or runs of punctuation (``": "``), with a vocabulary large enough that
-every lowercase word seen twice is one token; anything unseen falls back to bytes, so any text
-encodes and decodes exactly. A character-level tokenizer made a model like this 3-5× slower per
-step and far less stable.
+    python -m agentgym.tiny_model pretrain      # 21 min (1,247 s) on 2 cores (AMD EPYC), 2 torch threads
 
-Names are the exception. The merges are learned from the corpus with capitalised words removed,
-so a name is spelled with pieces of ordinary words (``Shanghai`` → ``S h an gh ai``). WeatherRun's
-test split asks about cities the training split never mentions; as single tokens they would be
-embeddings no training step ever touched, and the model could not copy them into a call. Spelled
-with pieces it has seen, a new city is copied like a known one.
+on :mod:`agentgym.tiny_corpus`, a synthetic, task-agnostic chat corpus: 2,000 steps × 32 chats, AdamW
+(3e-3, β 0.9/0.95, cosine to 10 % after 100 warm-up steps), the loss on the assistant's tokens. The mix:
+half the chats are *copy drills* (a list of made-up tools, a one-line state naming something with one to
+three made-up words, accents included, or a code of random characters, and the call that copies it into
+the right tool); the other
+half are made-up tool tasks, 8 % of whose first turns look something up (the rest answer from memory with
+a guessed decision), half of which state a threshold rule to apply to the numbers, 5 % played over
+several turns with tool results, 85 % of calls in the canonical ``<tool_call>`` format and the rest in the
+other formats the parser reads. It never sees a task's data, rules, tool names or transcripts
+(``tests/test_tiny_base.py`` scans the corpus for them).
+
+The tokenizer's merges are learned from the corpus alone (merges seen at least 50 times in its first
+5,000 chats), so every token the model reads is one it was trained on. (A first build also took merges
+from generic English: 62 % of its 4,096 tokens never occurred in the corpus, their embeddings stayed
+random, and it could copy no unseen name at all.)
+
+Measured on the shipped file (``tests/test_tiny_base.py``; probe: a made-up tool list and one line of
+state): it copies 40 of 46 unseen multi-word names exactly into the right tool's argument ("Cape Town",
+"Reykjavík" and "Kuala Lumpur" right; "São Paulo" → "São Pau"). What it cannot do is call a tool whose
+name is not like the corpus's: its made-up tools are always a verb and one of 38 quantity words
+(``fetch_power``), so on WeatherRun it writes ``get_tension`` for ``get_weather``: 0 % valid calls
+before WeatherRun SFT, which is why GRPO straight from the base gets no signal (the benchmark's
+experiment b). A corpus whose tool names are made up in full is the next build's fix.
+
+Rebuilding with the same seed and thread count on the same kind of CPU reproduces the files byte for
+byte (the test suite checks this on a short build; the full 21-minute build was not repeated); another
+thread count or CPU changes the order of floating-point sums, so the weights differ in their last bits.
+
+**Random-weight test models.** ``build_tiny_model(path)`` trains a word-level tokenizer on text the
+registered envs produce (task prompts, observations, the oracles' tool calls), creates a small Llama-config
+model with random weights, and saves both with ``save_pretrained``; the tests and ``benchmarks/grpo_vs_trl.py``
+use it because it is built in seconds.
+
+Why word level (both tokenizers). A small model learns a tool-call format fast when every tool and field
+name is one token and numbers are digits (``18.4`` → ``1 8 . 4``). The tokenizer is byte-level BPE over
+pre-tokens that are whole words, single digits or runs of punctuation (``": "``); anything unseen falls
+back to bytes, so any text encodes and decodes exactly. A character-level tokenizer made a model like this
+3-5× slower per step and far less stable. Capitalised words are kept out of the merges, so a name is
+spelled with pieces of ordinary words (``Shanghai`` → ``S h an gh ai``): a name the model never saw is made
+of tokens it has seen, and can be copied into a call like a known one.
 """
 
 from __future__ import annotations
@@ -27,8 +55,18 @@ import json
 import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
-__all__ = ["CHAT_TEMPLATE", "SPECIAL_TOKENS", "build_tiny_model", "env_corpus", "train_tokenizer"]
+__all__ = [
+    "BASE_DIR",
+    "CHAT_TEMPLATE",
+    "SPECIAL_TOKENS",
+    "base_model_path",
+    "build_tiny_model",
+    "env_corpus",
+    "pretrain_base",
+    "train_tokenizer",
+]
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>"]
 
@@ -171,3 +209,174 @@ def build_tiny_model(
     if loaded.encode(probe, add_special_tokens=False) != tokenizer.encode(probe, add_special_tokens=False):
         raise RuntimeError(f"AutoTokenizer loaded {type(loaded).__name__}, which does not read {path}/tokenizer.json")
     return path
+
+
+# ---------------------------------------------------------------------------------------------- the shipped base
+
+BASE_DIR = Path(__file__).parent / "tiny_base"
+"""Where the shipped, pretrained tiny base model lives (``--model tiny``)."""
+BASE_SHA256 = "SHA256SUMS"
+PRETRAIN_STEPS = 2000
+
+
+def _chat_ids(tokenizer: Any, messages: list[dict[str, str]]) -> tuple[list[int], list[int]]:
+    """Token ids of a ChatML chat and a loss mask that is 1 on the assistant's content and its end-of-turn."""
+    ids: list[int] = []
+    mask: list[int] = []
+    for message in messages:
+        head = tokenizer.encode(f"<|im_start|>{message['role']}\n", add_special_tokens=False)
+        body = tokenizer.encode(message["content"] + "<|im_end|>", add_special_tokens=False)
+        tail = tokenizer.encode("\n", add_special_tokens=False)
+        learn = int(message["role"] == "assistant")
+        ids += head + body + tail
+        mask += [0] * len(head) + [learn] * len(body) + [0] * len(tail)
+    return ids, mask
+
+
+def pretrain_base(
+    path: str | Path,
+    *,
+    seed: int = 0,
+    steps: int = PRETRAIN_STEPS,
+    batch_size: int = 32,
+    learning_rate: float = 3e-3,
+    warmup_steps: int = 100,
+    hidden_size: int = 128,
+    num_layers: int = 4,
+    num_heads: int = 4,
+    num_kv_heads: int = 2,
+    intermediate_size: int = 384,
+    vocab_size: int = 2048,
+    threads: int | None = None,
+    progress_bar: bool = True,
+) -> Path:
+    """Pretrain the tiny base model on :mod:`agentgym.tiny_corpus` and save it (with SHA-256 sums) under ``path``.
+
+    The tokenizer's merges come from the corpus (its first 5,000 chats); the model sees only the corpus,
+    with the loss on the assistant's tokens.
+    """
+    import hashlib
+    import math
+    import time
+
+    import torch
+    from tqdm.auto import tqdm
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    from agentgym.tiny_corpus import chat_documents
+
+    if threads:
+        torch.set_num_threads(threads)
+    path = Path(path)
+    docs = chat_documents(seed)
+    # The merges come from the corpus alone, so every token is one the model is trained on: with generic
+    # English in the merges too, 62 % of the vocabulary never occurred in the corpus, and text made of those
+    # tokens (a task's tool names, "Cape Town") could not be copied, its embeddings left at their random init.
+    # Merges seen fewer than 50 times in the sample are left out, for the same reason.
+    sample = [m["content"] for _ in range(5000) for m in next(docs)]
+    raw = train_tokenizer(sample, vocab_size=vocab_size, min_frequency=50)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=raw,
+        bos_token=None,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        additional_special_tokens=SPECIAL_TOKENS[1:2] + SPECIAL_TOKENS[3:],
+        clean_up_tokenization_spaces=False,
+    )
+    tokenizer.chat_template = CHAT_TEMPLATE
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden_size,
+        intermediate_size=intermediate_size,
+        num_hidden_layers=num_layers,
+        num_attention_heads=num_heads,
+        num_key_value_heads=num_kv_heads,
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=None,
+    )
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(config)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate, betas=(0.9, 0.95), weight_decay=0.01)
+
+    def lr_at(step: int) -> float:
+        if step < warmup_steps:
+            return (step + 1) / warmup_steps
+        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * (step - warmup_steps) / max(1, steps - warmup_steps)))
+
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_at)
+    model.train()
+    start = time.perf_counter()
+    bar = tqdm(range(steps), desc="pretrain", disable=not progress_bar)
+    for _ in bar:
+        batch = sorted((_chat_ids(tokenizer, next(docs)) for _ in range(batch_size)), key=lambda b: len(b[0]))
+        width = len(batch[-1][0])
+        input_ids = torch.full((batch_size, width), tokenizer.pad_token_id)
+        attention = torch.zeros((batch_size, width), dtype=torch.long)
+        learn = torch.zeros((batch_size, width), dtype=torch.bool)
+        for i, (ids, mask) in enumerate(batch):
+            input_ids[i, : len(ids)] = torch.tensor(ids)
+            attention[i, : len(ids)] = 1
+            learn[i, : len(ids) - 1] = torch.tensor(mask[1:], dtype=torch.bool)  # position t predicts token t + 1
+        hidden = model.model(input_ids=input_ids, attention_mask=attention).last_hidden_state
+        logits = model.lm_head(hidden[learn])  # the output layer only where a loss is taken
+        loss = torch.nn.functional.cross_entropy(logits.float(), input_ids[:, 1:][learn[:, :-1]])
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        scheduler.step()
+        bar.set_postfix(loss=f"{loss.item():.3f}")
+    seconds = time.perf_counter() - start
+    path.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    cfg_path = path / "tokenizer_config.json"
+    cfg = json.loads(cfg_path.read_text())
+    cfg["tokenizer_class"] = "TokenizersBackend"
+    cfg_path.write_text(json.dumps(cfg, indent=2) + "\n")
+    files = sorted(p for p in path.iterdir() if p.is_file() and p.name != BASE_SHA256)
+    sums = "".join(f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.name}\n" for p in files)
+    (path / BASE_SHA256).write_text(sums)
+    params = sum(p.numel() for p in model.parameters())
+    print(f"pretrained {params / 1e6:.2f} M parameters in {seconds:.0f} s ({steps} steps × {batch_size}) → {path}")
+    return path
+
+
+def base_model_path(path: str | Path | None = None) -> Path:
+    """The shipped tiny base model's directory (``--model tiny``), its files checked against ``SHA256SUMS``.
+
+    Raises ``FileNotFoundError`` or ``ValueError`` (naming the file) if a file is missing or altered.
+    """
+    import hashlib
+
+    path = Path(path) if path is not None else BASE_DIR
+    sums = path / BASE_SHA256
+    if not sums.is_file():
+        raise FileNotFoundError(f"{sums}: no shipped tiny base model here (build it: python -m agentgym.tiny_model pretrain)")
+    for line in sums.read_text().splitlines():
+        digest, name = line.split(maxsplit=1)
+        file = path / name
+        if not file.is_file() or hashlib.sha256(file.read_bytes()).hexdigest() != digest:
+            raise ValueError(f"{file}: missing or does not match its SHA-256 in {sums}")
+    return path
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m agentgym.tiny_model pretrain [--out DIR] [--steps N] [--seed S]``: rebuild the base."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m agentgym.tiny_model", description="Pretrain the tiny base model.")
+    parser.add_argument("command", choices=["pretrain"])
+    parser.add_argument("--out", default=str(BASE_DIR), help="where to write it (default: the shipped copy)")
+    parser.add_argument("--steps", type=int, default=PRETRAIN_STEPS)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=2, help="torch threads (the shipped file was built with 2)")
+    args = parser.parse_args(argv)
+    pretrain_base(args.out, steps=args.steps, seed=args.seed, threads=args.threads)
+
+
+if __name__ == "__main__":
+    main()

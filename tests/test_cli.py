@@ -104,7 +104,8 @@ def test_train_sft_then_grpo_with_the_tiny_model(tmp_path, capsys):
     args = ["train", "sft", "--model", "tiny", "--episodes", "64", "--set", "eval_episodes=8", "--out", str(sft)]
     assert main([*args, "--no-progress"]) == 0
     assert "format compliance" in capsys.readouterr().out
-    assert (sft / "final" / "model.safetensors").exists() and (sft / "tiny" / "tokenizer.json").exists()
+    assert (sft / "final" / "model.safetensors").exists() and (sft / "final" / "tokenizer.json").exists()
+    assert not (sft / "tiny").exists()  # the shipped base is loaded, not built
     grpo = tmp_path / "grpo"
     args = ["train", "grpo", "--model", str(sft / "final"), "--recipe", "tiny", "--steps", "2", "--out", str(grpo)]
     settings = ["--set", "tasks_per_step=2", "--set", "num_generations=2", "--set", "eval_episodes=4"]
@@ -112,7 +113,7 @@ def test_train_sft_then_grpo_with_the_tiny_model(tmp_path, capsys):
     rows = [json.loads(line) for line in (grpo / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2] and all("eval_success" in r for r in rows)
     config = json.loads((grpo / "config.json").read_text())["config"]
-    assert config["beta"] == 0.3 and config["rollout"]["turn_template"] == "{summary}"  # the tiny recipe
+    assert config["beta"] == 0.3 and config["rollout"]["turn_template"] == "{signatures}\n{summary}"  # the tiny recipe
     assert config["eval_env_kwargs"] == {} and config["env_kwargs"]["synthetic_cities"]  # evaluated on the snapshot
     assert main([*args, *settings, "--steps", "3", "--resume", "--no-progress"]) == 0  # one more step
     assert len((grpo / "metrics.jsonl").read_text().splitlines()) == 3

@@ -87,6 +87,7 @@ class GRPO(OnlineTrainer):
         resets = [reset for reset in tasks for _ in range(cfg.num_generations)]  # a group: same task, same seed
         episodes = rollout(self.policy, self.envs[: len(resets)], resets, cfg.rollout, generator=self.generator)
         t_rollout = time.perf_counter() - t0
+        t_env = sum(ep.env_seconds for ep in episodes)
         rewards = torch.tensor([sum(r) for r in self.turn_rewards(episodes)])
         groups = group_relative_advantages(rewards, cfg.num_generations, scale=cfg.scale_rewards == "group")
         advantages = groups.advantages
@@ -103,7 +104,10 @@ class GRPO(OnlineTrainer):
                 **stats,
                 "lr": self.optimizer.param_groups[0]["lr"],
                 "tokens_per_second": generated / max(t_rollout, 1e-9),
-                "time_rollout": t_rollout,
+                "time_rollout": t_rollout,  # generation + env
+                "time_generate": t_rollout - t_env,
+                "time_env": t_env,
+                "time_update": time.perf_counter() - t0 - t_rollout,
                 "time_step": time.perf_counter() - t0,
             }
         )

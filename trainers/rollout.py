@@ -25,6 +25,7 @@ response cut at ``max_new_tokens`` is counted in ``Episode.clipped``.
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -33,6 +34,7 @@ import gymnasium as gym
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentgym.decoding import PrefixCache
 from agentgym.llm import LLMPolicy
 from agentgym.registration import split_kwargs
 from agentgym.tools import ToolCall
@@ -48,6 +50,7 @@ __all__ = [
     "evaluate_split",
     "random_resets",
     "rollout",
+    "signatures",
 ]
 
 
@@ -62,7 +65,8 @@ class RolloutConfig(BaseModel):
     history: int = Field(0, ge=0, description="summary mode: how many past turns the prompt shows.")
     turn_template: str = Field(
         "{task}\n\n{tools}\n\n{history}State: {summary}",
-        description="summary mode: the user message of every turn; fields {task} {tools} {history} {summary}.",
+        description="summary mode: the user message of every turn; fields {task} {tools} {history} {summary} and "
+        "{signatures} (the compact tool list: name(param, ...), ...).",
     )
     system_prompt: str | None = Field(None, description="A system message before the first observation.")
     max_turns: int | None = Field(None, ge=1, description="Stop an episode after this many actions (None: env limit).")
@@ -105,6 +109,8 @@ class Episode:
     truncation: str | None = None
     success: bool = False
     clipped: int = 0
+    env_seconds: float = 0.0
+    """Time spent in the env's ``reset`` and ``step`` (tools, SQL, the sandbox), apart from generation."""
 
     @property
     def total_reward(self) -> float:
@@ -117,6 +123,12 @@ class Episode:
     @property
     def turns(self) -> int:
         return len(self.actions)
+
+    @property
+    def used_tools(self) -> bool:
+        """Whether the episode made a valid call that did not end it (a lookup, not only a final answer)."""
+        last = self.turns - 1 if self.terminated else self.turns
+        return any(self.valid[:last])
 
     @property
     def response_tokens(self) -> int:
@@ -163,6 +175,12 @@ class OracleTeacher:
         return self.rng.choice(same) if len(same) > 1 else action
 
 
+def signatures(schemas: Sequence[dict[str, Any]]) -> str:
+    """The compact tool list of OpenAI-style tool schemas: ``get_weather(city), answer(suitable, reason)``."""
+    functions = [s.get("function", s) for s in schemas]
+    return ", ".join(f"{f['name']}({', '.join(f.get('parameters', {}).get('properties', {}))})" for f in functions)
+
+
 def _strip_task(observation: str, task: str) -> str:
     head = f"Task: {task}\n"
     return observation[len(head) :] if observation.startswith(head) else observation
@@ -174,9 +192,12 @@ class _Run:
     def __init__(self, env: gym.Env, reset: dict[str, Any], config: RolloutConfig, policy: LLMPolicy) -> None:
         self.env, self.config, self.policy = env, config, policy
         self.episode = Episode(reset)
+        start = time.perf_counter()
         self.observation, info = env.reset(**reset)
+        self.episode.env_seconds += time.perf_counter() - start
         self.episode.observations.append(self.observation)
         self.tools = info.get("tools")
+        self.signatures = signatures(self.tools or [])
         self.summary = info.get("summary", self.observation)
         base = env.unwrapped
         self.task = base.task_prompt() if hasattr(base, "task_prompt") else ""
@@ -199,7 +220,7 @@ class _Run:
             history = "".join(f"Action: {a}\nResult: {r}\n" for a, r in past)
             history += "\n" if history else ""
             text = self.config.turn_template.format(
-                task=self.task, tools=self.tools_text, history=history, summary=self.summary
+                task=self.task, tools=self.tools_text, history=history, summary=self.summary, signatures=self.signatures
             )
             messages = self.messages + [{"role": "user", "content": text}]
             ids = self.policy.chat_ids(messages, tools=self.tools)
@@ -212,7 +233,9 @@ class _Run:
         """Step the env on the response and append it (and, in append mode, the env's reply) to the sample."""
         policy, ep = self.policy, self.episode
         text = policy.decode(ids)
+        start = time.perf_counter()
         obs, reward, terminated, truncated, info = self.env.step(text)
+        ep.env_seconds += time.perf_counter() - start
         ep.actions.append(text)
         ep.observations.append(obs)
         ep.rewards.append(float(reward))
@@ -279,6 +302,8 @@ def rollout(
     """
     runs = [_Run(env, dict(reset), config, policy) for env, reset in zip(envs, resets, strict=True)]
     eos = policy.tokenizer.eos_token_id
+    # append mode: each turn's prompt extends the last one, so its keys and values are kept, never recomputed
+    cache = PrefixCache() if config.context == "append" and teacher is None else None
     while active := [r for r in runs if not r.done]:
         prompts = [(r, p) for r in active if (p := r.prompt()) is not None]
         if not prompts:
@@ -290,6 +315,8 @@ def rollout(
                 temperature=config.temperature,
                 top_p=config.top_p,
                 generator=generator,
+                cache=cache,
+                keys=[id(run) for run, _ in prompts],
             )
             responses = [(g.token_ids, g.logprobs, g.stopped) for g in generations]
         else:
@@ -343,6 +370,7 @@ def episode_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
         "reward": float(rewards.mean()) if len(episodes) else 0.0,
         "reward_std": float(rewards.std()) if len(episodes) > 1 else 0.0,
         "success": sum(ep.success for ep in episodes) / max(1, len(episodes)),
+        "tool_use": sum(ep.used_tools for ep in episodes) / max(1, len(episodes)),
         "format_compliance": sum(sum(ep.canonical) for ep in episodes) / n_turns,
         "tool_call_validity": sum(sum(ep.valid) for ep in episodes) / n_turns,
         "truncation_rate": sum(ep.truncated for ep in episodes) / max(1, len(episodes)),

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import random
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from agentgym.llm import LLMPolicy, token_logprobs
 from agentgym.metrics import MetricsWriter
 from agentgym.plotting import plot_learning_curves
 from agentgym.registration import make_env
+from agentgym.trainers.checkpoint import latest_checkpoint, load_trainer_state, read_run_config, save_checkpoint
 from agentgym.trainers.optim import adamw_with_warmup
 from agentgym.trainers.rollout import (
     OracleTeacher,
@@ -63,6 +65,7 @@ class SFTConfig(BaseModel):
     learning_rate: float = Field(2e-5, gt=0)
     warmup_steps: int = Field(0, ge=0)
     max_grad_norm: float = Field(1.0, gt=0)
+    checkpoint_every: int = Field(100, ge=0, description="Save a resumable checkpoint every N steps (0: never).")
     seed: int = 0
 
 
@@ -99,12 +102,23 @@ def chat_sample(policy: LLMPolicy, messages: list[dict[str, str]], tools: list[d
 
 
 class SFT:
-    """``SFT(policy, config, out_dir=...).learn()``: cross-entropy on the policy's tokens of demonstrations."""
+    """``SFT(policy, config, out_dir=...).learn()``: cross-entropy on the policy's tokens of demonstrations.
+
+    With ``out_dir``, every ``checkpoint_every`` steps a checkpoint goes to ``checkpoints/step-N/`` (weights,
+    optimizer, scheduler), and ``SFT.resume(out_dir)`` continues a stopped run from the latest one with the
+    same samples in the same order, so an interrupted run loses at most ``checkpoint_every`` steps.
+    """
+
+    algorithm = "sft"
 
     def __init__(self, policy: LLMPolicy | str | Path, config: SFTConfig | None = None, *, out_dir=None, **overrides):
-        self.config = SFTConfig.model_validate({**(config or SFTConfig()).model_dump(), **overrides})
+        self.config = cfg = SFTConfig.model_validate({**(config or SFTConfig()).model_dump(), **overrides})
         self.policy = policy if isinstance(policy, LLMPolicy) else LLMPolicy.from_pretrained(policy)
         self.out_dir = Path(out_dir) if out_dir is not None else None
+        self.optimizer, self.scheduler = adamw_with_warmup(
+            self.policy.model.parameters(), cfg.learning_rate, cfg.warmup_steps
+        )
+        self.step = 0
 
     def samples(self) -> list[Sample]:
         """The training samples: the JSONL transcripts if ``data`` is set, else oracle demonstrations."""
@@ -116,47 +130,69 @@ class SFT:
             return [chat_sample(self.policy, r["messages"], r.get("tools")) for r in rows]
         return oracle_demonstrations(self.policy, self.config)
 
-    def learn(self, *, progress_bar: bool = True) -> list[dict[str, Any]]:
-        """Train for ``epochs`` over the samples; evaluate on ``eval_split``; return the metric rows."""
+    def _order(self, samples: list[Sample], epoch: int) -> list[Sample]:
+        """Epoch ``epoch``'s shuffle, a function of the seed and the epoch alone (so a resumed run has it too)."""
+        order = samples[:]
+        random.Random(self.config.seed * 100_003 + epoch).shuffle(order)
+        return order
+
+    def learn(
+        self, *, callback: Callable[[SFT, dict[str, Any]], bool | None] | None = None, progress_bar: bool = True
+    ) -> list[dict[str, Any]]:
+        """Train for ``epochs`` over the samples; evaluate on ``eval_split``; return the metric rows.
+
+        ``callback(trainer, row)`` runs after every step; returning ``False`` stops training (a checkpoint is
+        where a resumed run starts)."""
         from tqdm.auto import tqdm
 
         cfg, model = self.config, self.policy.model
-        torch.manual_seed(cfg.seed)
+        torch.manual_seed(cfg.seed + self.step)
         samples = [s for s in self.samples() if any(s.loss_mask)]
-        optimizer, scheduler = adamw_with_warmup(model.parameters(), cfg.learning_rate, cfg.warmup_steps)
-        rng = random.Random(cfg.seed)
-        writer = MetricsWriter(self.out_dir, step_key="step") if self.out_dir else None
-        rows: list[dict[str, Any]] = []
+        if not samples:
+            raise ValueError("no training samples with assistant tokens (check data= or the env's oracle)")
+        writer = None
+        if self.out_dir is not None:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            (self.out_dir / "config.json").write_text(json.dumps(self._run_info(), indent=2) + "\n")
+            writer = MetricsWriter(self.out_dir, step_key="step", resume_after=self.step if self.step else None)
+        rows: list[dict[str, Any]] = list(writer.rows) if writer else []
         steps_per_epoch = -(-len(samples) // cfg.batch_size)
-        bar = tqdm(total=cfg.epochs * steps_per_epoch, desc="SFT", disable=not progress_bar, unit="step")
+        total = cfg.epochs * steps_per_epoch
+        bar = tqdm(total=total, initial=self.step, desc="SFT", disable=not progress_bar, unit="step")
         model.train()
-        t0 = time.perf_counter()
-        for epoch in range(cfg.epochs):
-            order = samples[:]
-            rng.shuffle(order)
-            for start in range(0, len(order), cfg.batch_size):
-                batch = collate(order[start : start + cfg.batch_size], self.policy.pad_id)
-                batch = {k: v.to(self.policy.device) for k, v in batch.items()}
-                logp, _ = token_logprobs(model, batch["input_ids"], batch["attention_mask"], batch["loss_mask"])
-                mask = batch["loss_mask"].to(logp.dtype)
-                loss = -(logp * mask).sum() / mask.sum()
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-                optimizer.step()
-                scheduler.step()
-                row = {
-                    "step": len(rows) + 1,
-                    "epoch": epoch + 1,
-                    "loss": loss.item(),
-                    "token_accuracy": float(((logp.detach() > -0.693) * mask).sum() / mask.sum()),
-                    "time": time.perf_counter() - t0,
-                }
-                rows.append(row)
-                if writer:
-                    writer.write(row)
-                bar.update(1)
-                bar.set_postfix(loss=f"{row['loss']:.3f}")
+        t0 = time.perf_counter() - (rows[-1]["time"] if rows else 0.0)
+        order, order_epoch = [], -1
+        while self.step < total:
+            epoch, k = divmod(self.step, steps_per_epoch)
+            if epoch != order_epoch:
+                order, order_epoch = self._order(samples, epoch), epoch
+            batch = collate(order[k * cfg.batch_size : (k + 1) * cfg.batch_size], self.policy.pad_id)
+            batch = {key: v.to(self.policy.device) for key, v in batch.items()}
+            logp, _ = token_logprobs(model, batch["input_ids"], batch["attention_mask"], batch["loss_mask"])
+            mask = batch["loss_mask"].to(logp.dtype)
+            loss = -(logp * mask).sum() / mask.sum()
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+            self.optimizer.step()
+            self.scheduler.step()
+            self.step += 1
+            row = {
+                "step": self.step,
+                "epoch": epoch + 1,
+                "loss": loss.item(),
+                "token_accuracy": float(((logp.detach() > -0.693) * mask).sum() / mask.sum()),
+                "time": time.perf_counter() - t0,
+            }
+            rows.append(row)
+            if writer:
+                writer.write(row)
+            if self.out_dir is not None and cfg.checkpoint_every and self.step % cfg.checkpoint_every == 0:
+                self._checkpoint()
+            bar.update(1)
+            bar.set_postfix(loss=f"{row['loss']:.3f}")
+            if callback is not None and callback(self, row) is False:
+                break
         bar.close()
         if cfg.eval_split is not None:
             evaluation = evaluate_split(self.policy, cfg)
@@ -167,9 +203,33 @@ class SFT:
             writer.close()
         if self.out_dir is not None:
             self.policy.save_pretrained(self.out_dir / "final")
-            info = {"algorithm": "sft", "config": cfg.model_dump(mode="json"), "package_version": agentgym.__version__}
-            (self.out_dir / "config.json").write_text(json.dumps(info, indent=2) + "\n")
             plot_learning_curves(
                 {"SFT": rows}, self.out_dir / "learning_curve.png", keys=("loss", "token_accuracy"), x="step", window=5
             )
         return rows
+
+    def _run_info(self) -> dict[str, Any]:
+        return {"algorithm": self.algorithm, "config": self.config.model_dump(mode="json"),
+                "package_version": agentgym.__version__}
+
+    def _checkpoint(self) -> None:
+        assert self.out_dir is not None
+        save_checkpoint(
+            self.out_dir / "checkpoints" / f"step-{self.step:06d}",
+            self.policy,
+            step=self.step,
+            optimizer=self.optimizer,
+            scheduler=self.scheduler,
+        )
+
+    @classmethod
+    def resume(cls, run_dir: str | Path, **overrides: Any) -> SFT:
+        """Continue a stopped run from its latest checkpoint: weights, optimizer, scheduler and step."""
+        run_dir = Path(run_dir)
+        ckpt = latest_checkpoint(run_dir)
+        if ckpt is None:
+            raise FileNotFoundError(f"no checkpoint under {run_dir}/checkpoints; nothing to resume")
+        info = read_run_config(run_dir, cls.algorithm)
+        trainer = cls(ckpt, SFTConfig.model_validate({**info["config"], **overrides}), out_dir=run_dir)
+        trainer.step = load_trainer_state(ckpt, optimizer=trainer.optimizer, scheduler=trainer.scheduler)["step"]
+        return trainer

@@ -489,10 +489,13 @@ class _TrainerSampler(LLMPolicy):
         temperature: float = 1.0,
         top_p: float = 1.0,
         generator: torch.Generator | None = None,
+        cache: Any = None,
+        keys: Any = None,
     ) -> list[Generation]:
         """One continuation per prompt; each stops after a stop token (end of turn, ``</tool_call>``) or at
         ``max_new_tokens``. Sampling settings come from the trainer's config; log-probs are not computed (zeros):
-        TRL recomputes them, as it does for its own transformers generation."""
+        TRL recomputes them, as it does for its own transformers generation. ``cache`` and ``keys`` (the rollout's
+        prefix cache) are ignored: TRL's ``generate`` keeps no cache across calls."""
         config = copy.deepcopy(self.generation_config)
         config.max_new_tokens = max_new_tokens
         config.eos_token_id = list(self._stop_ids)

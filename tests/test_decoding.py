@@ -1,0 +1,120 @@
+"""The lean KV-cache decoder reproduces ``model.forward``, shares identical prompts and reuses prefixes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+from agentgym.decoding import Decoder, PrefixCache, supports
+
+PROMPTS = [[5, 6, 7, 8, 9], [11, 12], [5, 6, 7, 8, 9], [40] * 9, [3]]
+
+
+def _model(kind: str):
+    torch.manual_seed(0)
+    common = {"vocab_size": 300, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2}
+    heads = {"num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 256, "pad_token_id": 0}
+    if kind == "llama":
+        model = LlamaForCausalLM(LlamaConfig(**common, **heads, attention_bias=True))
+    else:  # Qwen2: biases on q, k, v only
+        model = Qwen2ForCausalLM(Qwen2Config(**common, **heads))
+    for p in model.parameters():  # far from the init so that a wrong term shows
+        torch.nn.init.normal_(p, std=0.2)
+    return model.eval()
+
+
+def _reference(model, sequences):
+    with torch.no_grad():
+        return torch.stack([model(input_ids=torch.tensor([s])).logits[0, -1] for s in sequences])
+
+
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "separate"])
+@pytest.mark.parametrize("kind", ["llama", "qwen2"])
+def test_logits_match_model_forward_through_prefill_and_steps(kind, fuse):
+    model = _model(kind)
+    decoder = Decoder(model)
+    decoder.fuse = fuse  # small models fuse q/k/v and gate/up; large ones keep the projections apart
+    sequences = [list(p) for p in PROMPTS]
+    logits = decoder.prefill(PROMPTS, 5)
+    for _ in range(5):
+        reference = _reference(model, sequences)
+        assert torch.allclose(logits, reference, atol=1e-4), (logits - reference).abs().max()
+        token = logits.argmax(-1)
+        for s, t in zip(sequences, token.tolist(), strict=True):
+            s.append(t)
+        logits = decoder.step(token)
+
+
+@pytest.mark.parametrize("kind", ["llama", "qwen2"])
+def test_a_prompt_extending_a_cached_sequence_computes_only_its_new_tokens(kind):
+    model = _model(kind)
+    decoder, cache = Decoder(model), PrefixCache()
+    keys = list(range(len(PROMPTS)))
+    decoder.prefill(PROMPTS, 3, cache=cache, keys=keys)
+    fed = torch.tensor([21, 22, 23, 24, 25])
+    decoder.step(fed)
+    generated = [[t, 99] for t in fed.tolist()]  # 99 was sampled last and never fed: it is not cached
+    decoder.store(cache, keys, [p + g for p, g in zip(PROMPTS, generated, strict=True)])
+    assert [len(cache.entries[k].ids) for k in keys] == [len(p) + 1 for p in PROMPTS]
+    # the next turn: prompt + response + the env's reply
+    extended = [p + g + [50 + i, 60 + i] for i, (p, g) in enumerate(zip(PROMPTS, generated, strict=True))]
+    calls = []
+    original = decoder._forward
+    decoder._forward = lambda ids, *a: calls.append(ids.shape) or original(ids, *a)
+    logits = decoder.prefill(extended, 2, cache=cache, keys=keys)
+    assert torch.allclose(logits, _reference(model, extended), atol=1e-4)
+    assert calls[0][1] == max(len(e) - len(cache.entries[k].ids) for e, k in zip(extended, keys, strict=True))
+    assert calls[0][1] < min(map(len, extended))  # far fewer columns than the prompts: the prefix was reused
+    # a key whose prompt does not extend its entry is encoded from scratch
+    fresh = decoder.prefill([[7, 7, 7]] * len(keys), 1, cache=cache, keys=keys)
+    assert torch.allclose(fresh, _reference(model, [[7, 7, 7]] * len(keys)), atol=1e-4)
+
+
+def test_identical_prompts_are_encoded_once():
+    model = _model("llama")
+    decoder = Decoder(model)
+    rows = []
+    original = decoder._forward
+    decoder._forward = lambda ids, *a: rows.append(ids.shape[0]) or original(ids, *a)
+    logits = decoder.prefill([[1, 2, 3]] * 8 + [[4, 5]] * 8, 1)
+    assert rows == [2] and logits.shape[0] == 16
+    assert torch.equal(logits[0], logits[7]) and torch.equal(logits[8], logits[15])
+
+
+def test_supports_the_llama_family_and_nothing_else():
+    assert supports(_model("llama")) and supports(_model("qwen2"))
+    gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=50, n_embd=32, n_layer=1, n_head=2))
+    assert not supports(gpt2)
+    with pytest.raises(ValueError, match="not a Llama-family model"):
+        Decoder(gpt2)
+
+
+def test_append_mode_rollouts_reuse_each_turn_and_play_the_same_episodes(tiny_model_path):
+    """Multi-turn append mode: every turn extends the transcript, which is encoded once, never again."""
+    import gymnasium as gym
+
+    import agentgym  # noqa: F401  (registers the envs)
+    from agentgym.llm import LLMPolicy
+    from agentgym.trainers.rollout import RolloutConfig, rollout
+
+    policy = LLMPolicy.from_pretrained(tiny_model_path)
+    config = RolloutConfig(context="append", max_turns=3, max_new_tokens=8, temperature=0.0)
+    envs = [gym.make("agentgym/CliffWalk-v0") for _ in range(3)]
+    resets = [{"seed": s} for s in range(3)]
+    columns, shortest = [], []
+    original, generate = policy._decoder._forward, policy.generate
+    policy._decoder._forward = lambda ids, *a: columns.append(ids.shape[1]) or original(ids, *a)
+    policy.generate = lambda prompts, **kw: shortest.append(min(map(len, prompts))) or generate(prompts, **kw)
+    cached = rollout(policy, envs, resets, config)
+    policy._decoder._forward, policy.generate = original, generate
+    decoder, policy._decoder = policy._decoder, None  # model.forward, every turn from scratch
+    recomputed = rollout(policy, envs, resets, config)
+    policy._decoder = decoder
+    assert [e.actions for e in cached] == [e.actions for e in recomputed]
+    assert [e.samples[0].input_ids for e in cached] == [e.samples[0].input_ids for e in recomputed]
+    prefills = [c for c in columns if c > 1]  # decode steps feed one column
+    assert len(prefills) == len(shortest) == 3
+    assert prefills[0] >= shortest[0]  # turn 1 encodes the whole first observation
+    for turn in (1, 2):  # later turns: fewer columns than the shortest prompt, i.e. every row reused its prefix
+        assert prefills[turn] < shortest[turn] - shortest[0] // 2, (prefills, shortest)

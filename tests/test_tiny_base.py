@@ -1,0 +1,73 @@
+"""The shipped tiny base model: generic corpus, checksummed weights, the skills it brings."""
+
+from __future__ import annotations
+
+import itertools
+import random
+import re
+import shutil
+import time
+
+import gymnasium as gym
+import pytest
+
+import agentgym  # noqa: F401  (registers the ids)
+from agentgym.envs.weather_data import load_snapshot
+from agentgym.llm import LLMPolicy
+from agentgym.parser import parse_tool_calls
+from agentgym.registration import ENV_IDS
+from agentgym.tiny_corpus import chat_documents, made_up_name
+from agentgym.tiny_model import BASE_DIR, base_model_path
+
+
+def test_corpus_never_mentions_a_task_tool_or_city():
+    tool_names = {name for env_id in ENV_IDS for name in gym.make(env_id).unwrapped.tools}
+    cities = {record.city for record in load_snapshot()}
+    assert {"get_weather", "answer", "run_sql", "move", "submit"} <= tool_names and len(cities) >= 40
+    text = "\n".join(m["content"] for doc in itertools.islice(chat_documents(0), 5000) for m in doc)
+    words = set(re.findall(r"[\w-]+", text))
+    assert not tool_names & words, tool_names & words
+    assert not [city for city in cities if city in text]
+    assert "<tool_call>" in text and "Result:" in text  # it is a tool-calling corpus all the same
+
+
+def test_shipped_base_is_checksummed_and_loads_in_seconds(tmp_path):
+    t0 = time.perf_counter()
+    policy = LLMPolicy.from_pretrained("tiny")
+    assert time.perf_counter() - t0 < 30  # ~1 s here
+    assert 0.5e6 < sum(p.numel() for p in policy.model.parameters()) < 5e6
+    assert sum(f.stat().st_size for f in BASE_DIR.iterdir()) < 16 * 2**20
+    copy = shutil.copytree(BASE_DIR, tmp_path / "base")
+    (copy / "model.safetensors").write_bytes((copy / "model.safetensors").read_bytes()[:-1] + b"\0")
+    with pytest.raises(ValueError, match="model.safetensors"):
+        base_model_path(copy)
+
+
+def test_base_copies_unseen_multi_word_names_exactly():
+    """Names the corpus generator never drew (another seed), two words and more, accents included."""
+    policy = LLMPolicy.from_pretrained("tiny")
+    rng = random.Random(2026)
+    names = [n for n in (made_up_name(rng) for _ in range(200)) if " " in n][:20] + ["Cape Town", "São Paulo"]
+    prompts = [
+        policy.chat_ids(
+            [{"role": "user", "content": f"fetch_width(site), fetch_power(site), decide(ok, note)\n"
+                                          f"{name} · width 12 mm · power ? · decision pending"}]
+        )
+        for name in names
+    ]
+    copied = 0
+    for name, generation in zip(names, policy.generate(prompts, max_new_tokens=48, temperature=0), strict=True):
+        calls = parse_tool_calls(policy.decode(generation.token_ids)).calls
+        copied += bool(calls) and calls[0].name == "fetch_power" and calls[0].arguments.get("site") == name
+    assert copied >= 0.9 * len(names)
+
+
+def test_pretraining_is_a_function_of_the_seed(tmp_path):
+    """Two short builds with the same seed write the same files, byte for byte (same machine and threads)."""
+    from agentgym.tiny_model import pretrain_base
+
+    kwargs = dict(steps=2, batch_size=4, hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1,
+                  intermediate_size=64, threads=1, progress_bar=False)
+    first, second = (pretrain_base(tmp_path / name, seed=0, **kwargs) for name in ("a", "b"))
+    assert (first / "SHA256SUMS").read_text() == (second / "SHA256SUMS").read_text()
+    assert base_model_path(first) == first  # its own checksums hold
