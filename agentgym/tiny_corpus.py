@@ -178,6 +178,10 @@ def _identifier(rng: random.Random, words: list[str]) -> str:
     """A word from ``words`` or, half the time, a made-up one: names the model must read, not remember."""
     if rng.random() < 0.5:
         return rng.choice(words)
+    return _made_up_word(rng)
+
+
+def _made_up_word(rng: random.Random) -> str:
     return "".join(rng.choice(_ID_ONSETS) + rng.choice("aeiou") for _ in range(rng.randint(1, 3))) + rng.choice("nrstx")
 
 
@@ -225,6 +229,10 @@ class CorpusMix:
     Copying is the skill the tasks need most and the slowest to learn inside long chats: with half the corpus
     drills, the name-copy loss after 800 steps was 0.79 nats a token instead of 1.6 (and unseen two-word names
     were copied exactly 52 % of the time instead of almost never)."""
+    opaque_tools: float = 0.0
+    """Share of lookup tools named with a made-up word instead of their quantity (``fetch_plitox`` for a
+    power). The shipped base was built with 0: it then recalls ``verb_quantity`` names from its 38
+    quantities and cannot call a tool named otherwise (``get_weather``)."""
     code_share: float = 0.25
     """Share of copy drills whose name is a made-up code (:func:`made_up_code`) instead of a proper name."""
     max_quantities: int = 3
@@ -326,7 +334,7 @@ def _document(rng: random.Random, mix: CorpusMix) -> list[dict[str, str]]:
     picked = rng.sample(_QUANTITIES, n)
     subject = _identifier(rng, _SUBJECTS)
     verb = _identifier(rng, _VERBS)
-    lookups = [(f"{verb}_{q}", q, unit) for q, unit in picked]
+    lookups = [(f"{verb}_{_suffix(rng, mix, q)}", q, unit) for q, unit in picked]
     rules = [_rule(rng, q, unit) for q, unit in picked]
     final = _identifier(rng, _FINAL_VERBS)
     yes, why = _identifier(rng, _BOOL_PARAMS), _identifier(rng, _TEXT_PARAMS)
@@ -391,11 +399,19 @@ def _document(rng: random.Random, mix: CorpusMix) -> list[dict[str, str]]:
     return [{"role": "user", "content": f"{header}\n{line}"}, {"role": "assistant", "content": action}]
 
 
+def _suffix(rng: random.Random, mix: CorpusMix, quantity: str) -> str:
+    """A lookup tool's name after its verb: the quantity it returns or, with ``mix.opaque_tools``, a made-up
+    word, so the name has to be copied from the tool list rather than recalled from the quantity."""
+    if mix.opaque_tools and rng.random() < mix.opaque_tools:  # draws nothing at 0: the shipped corpus is unchanged
+        return _made_up_word(rng)
+    return quantity
+
+
 def _copy_drill(rng: random.Random, mix: CorpusMix) -> list[dict[str, str]]:
     """One short chat whose answer copies a name: ``find_depth(site), decide(ok, why)`` / ``Name · depth ? ·
     decision pending`` → ``find_depth(site="Name")``."""
     quantity = rng.choice(_QUANTITIES)[0]
-    lookup = f"{_identifier(rng, _VERBS)}_{quantity}"
+    lookup = f"{_identifier(rng, _VERBS)}_{_suffix(rng, mix, quantity)}"
     subject = _identifier(rng, _SUBJECTS)
     final = (_identifier(rng, _FINAL_VERBS), [_identifier(rng, _BOOL_PARAMS), _identifier(rng, _TEXT_PARAMS)])
     tools = [(lookup, [subject]), final]

@@ -29,7 +29,8 @@ state): it copies 40 of 46 unseen multi-word names exactly into the right tool's
 name is not like the corpus's: its made-up tools are always a verb and one of 38 quantity words
 (``fetch_power``), so on WeatherRun it writes ``get_tension`` for ``get_weather``: 0 % valid calls
 before WeatherRun SFT, which is why GRPO straight from the base gets no signal (the benchmark's
-experiment b). A corpus whose tool names are made up in full is the next build's fix.
+experiment b). ``--mix opaque_tools=0.5`` builds a corpus where half the lookup tools have made-up
+names; that build is the candidate fix, not yet measured end to end.
 
 Rebuilding with the same seed and thread count on the same kind of CPU reproduces the files byte for
 byte (the test suite checks this on a short build; the full 21-minute build was not repeated); another
@@ -249,11 +250,13 @@ def pretrain_base(
     vocab_size: int = 2048,
     threads: int | None = None,
     progress_bar: bool = True,
+    mix: Any = None,
 ) -> Path:
     """Pretrain the tiny base model on :mod:`agentgym.tiny_corpus` and save it (with SHA-256 sums) under ``path``.
 
     The tokenizer's merges come from the corpus (its first 5,000 chats); the model sees only the corpus,
-    with the loss on the assistant's tokens.
+    with the loss on the assistant's tokens. ``mix`` (a :class:`agentgym.tiny_corpus.CorpusMix`) changes
+    the corpus; the shipped base used the default.
     """
     import hashlib
     import math
@@ -268,7 +271,7 @@ def pretrain_base(
     if threads:
         torch.set_num_threads(threads)
     path = Path(path)
-    docs = chat_documents(seed)
+    docs = chat_documents(seed, mix)
     # The merges come from the corpus alone, so every token is one the model is trained on: with generic
     # English in the merges too, 62 % of the vocabulary never occurred in the corpus, and text made of those
     # tokens (a task's tool names, "Cape Town") could not be copied, its embeddings left at their random init.
@@ -374,8 +377,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=PRETRAIN_STEPS)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2, help="torch threads (the shipped file was built with 2)")
+    parser.add_argument("--mix", action="append", default=[], metavar="FIELD=SHARE",
+                        help="a CorpusMix field, e.g. --mix opaque_tools=0.5 (repeatable; default: the shipped mix)")
     args = parser.parse_args(argv)
-    pretrain_base(args.out, steps=args.steps, seed=args.seed, threads=args.threads)
+    from agentgym.tiny_corpus import CorpusMix
+
+    try:
+        mix = CorpusMix(**{k: json.loads(v) for k, v in (item.split("=", 1) for item in args.mix)})
+    except (TypeError, ValueError) as error:
+        parser.error(f"--mix: {error}")
+    pretrain_base(args.out, steps=args.steps, seed=args.seed, threads=args.threads, mix=mix)
 
 
 if __name__ == "__main__":

@@ -71,3 +71,21 @@ def test_pretraining_is_a_function_of_the_seed(tmp_path):
     first, second = (pretrain_base(tmp_path / name, seed=0, **kwargs) for name in ("a", "b"))
     assert (first / "SHA256SUMS").read_text() == (second / "SHA256SUMS").read_text()
     assert base_model_path(first) == first  # its own checksums hold
+
+
+def test_the_default_corpus_is_the_one_the_shipped_base_was_built_from():
+    """Changing the default mix (or a draw in the generator) changes the corpus: the shipped weights would no
+    longer be what ``python -m agentgym.tiny_model pretrain`` builds. Options such as ``opaque_tools`` draw
+    nothing at their default."""
+    import hashlib
+    import json
+
+    from agentgym.tiny_corpus import CorpusMix
+
+    docs = list(itertools.islice(chat_documents(0), 300))
+    digest = hashlib.sha256(json.dumps(docs).encode()).hexdigest()
+    assert digest == "c2b7f700b61eecdf5fc7610ae29279028a962abfe6eb97e9cd2861272800342c"
+    opaque = list(itertools.islice(chat_documents(0, CorpusMix(opaque_tools=1.0, copy_drill=1.0)), 200))
+    calls = [parse_tool_calls(d[-1]["content"]).calls for d in opaque]
+    named_by_quantity = sum(c[0].name.split("_")[-1] in d[0]["content"].splitlines()[-1] for c, d in zip(calls, opaque) if c)
+    assert named_by_quantity <= 10  # the tool's name no longer gives away the quantity it returns
