@@ -238,7 +238,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--timesteps", type=int, default=50_000, help="training env steps (ppo)")
     p.add_argument("--steps", type=int, help="training steps (grpo, llm-ppo; dpo: rounds)")
-    p.add_argument("--model", default="tiny", help="LLMs: tiny (the shipped tiny base model), a model directory or a hub id")
+    p.add_argument(
+        "--model", default="tiny", help="LLMs: tiny (the shipped tiny base model), a model directory or a hub id"
+    )
     p.add_argument(
         "--recipe", choices=["tiny", "default"], help="LLMs: the tiny-model recipe (default with --model tiny)"
     )

@@ -358,7 +358,8 @@ def base_model_path(path: str | Path | None = None) -> Path:
     path = Path(path) if path is not None else BASE_DIR
     sums = path / BASE_SHA256
     if not sums.is_file():
-        raise FileNotFoundError(f"{sums}: no shipped tiny base model here (build it: python -m agentgym.tiny_model pretrain)")
+        build = "python -m agentgym.tiny_model pretrain"
+        raise FileNotFoundError(f"{sums}: no shipped tiny base model here (build it: {build})")
     for line in sums.read_text().splitlines():
         digest, name = line.split(maxsplit=1)
         file = path / name
@@ -377,8 +378,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=PRETRAIN_STEPS)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2, help="torch threads (the shipped file was built with 2)")
-    parser.add_argument("--mix", action="append", default=[], metavar="FIELD=SHARE",
-                        help="a CorpusMix field, e.g. --mix opaque_tools=0.5 (repeatable; default: the shipped mix)")
+    parser.add_argument(
+        "--mix",
+        action="append",
+        default=[],
+        metavar="FIELD=SHARE",
+        help="a CorpusMix field, e.g. --mix opaque_tools=0.5 (repeatable; default: the shipped mix)",
+    )
     args = parser.parse_args(argv)
     from agentgym.tiny_corpus import CorpusMix
 

@@ -44,10 +44,12 @@ RESULTS = Path(__file__).parent / "results"
 KEYS = ("eval_success", "eval_tool_use", "eval_format_compliance", "eval_reward")
 
 
-def run_seed(experiment: str, seed: int, minutes: float, eval_every: int, out: Path, threads: int) -> dict:
+def run_seed(
+    experiment: str, seed: int, minutes: float, eval_every: int, out: Path, threads: int, model: str | None = None
+) -> dict:
     """One seed: (SFT for experiment a), then GRPO for ``minutes``; the evaluation curve."""
     torch.set_num_threads(threads)
-    policy = LLMPolicy.from_pretrained(base_model_path())
+    policy = LLMPolicy.from_pretrained(model or base_model_path())
     sft_seconds = 0.0
     if experiment == "a":
         t0 = time.perf_counter()
@@ -69,12 +71,17 @@ def run_seed(experiment: str, seed: int, minutes: float, eval_every: int, out: P
         row["wall_minutes"] = (time.perf_counter() - start) / 60
         if "eval_success" in row:
             curve.append({k: row[k] for k in ("step", "minutes", "wall_minutes", *KEYS)})
-            print(f"[{experiment} seed {seed}] step {row['step']:4d} {row['minutes']:5.2f} min  " + _line(row), flush=True)
+            print(
+                f"[{experiment} seed {seed}] step {row['step']:4d} {row['minutes']:5.2f} min  " + _line(row), flush=True
+            )
         return trained[0] < minutes * 60
 
     rows = trainer.learn(callback=on_step, progress_bar=False)
-    timing = {k: statistics.mean(r[k] for r in rows if k in r) for k in ("time_step", "time_generate", "time_env", "time_update")
-              if any(k in r for r in rows)}
+    timing = {
+        k: statistics.mean(r[k] for r in rows if k in r)
+        for k in ("time_step", "time_generate", "time_env", "time_update")
+        if any(k in r for r in rows)
+    }
     return {"seed": seed, "sft_seconds": sft_seconds, "steps": rows[-1]["step"], "timing": timing, "curve": curve}
 
 
@@ -98,7 +105,12 @@ def plot(runs: list[dict], path: Path, title: str) -> None:
         for row, x in enumerate(("step", "minutes")):
             ax = axes[row][col]
             for run in runs:
-                ax.plot([r[x] for r in run["curve"]], [r[key] for r in run["curve"]], marker=".", label=f"seed {run['seed']}")
+                ax.plot(
+                    [r[x] for r in run["curve"]],
+                    [r[key] for r in run["curve"]],
+                    marker=".",
+                    label=f"seed {run['seed']}",
+                )
             ax.set_xlabel("GRPO steps" if x == "step" else "training minutes (evaluations excluded)")
             if key != "eval_reward":
                 ax.set_ylim(-0.02, 1.02)
@@ -120,10 +132,20 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="torch threads per seed")
     parser.add_argument("--jobs", type=int, default=1, help="seeds trained at once, in separate processes")
     parser.add_argument("--out", default="runs/bench_grpo_weatherrun")
+    parser.add_argument("--model", help="another base model directory (default: the shipped tiny base)")
+    parser.add_argument("--results", default=str(RESULTS), help="where the JSON and the plot go")
     args = parser.parse_args()
     minutes = args.minutes or (3.0 if args.experiment == "a" else 10.0)
     jobs = [
-        (args.experiment, seed, minutes, args.eval_every, Path(args.out) / f"{args.experiment}-seed{seed}", args.threads)
+        (
+            args.experiment,
+            seed,
+            minutes,
+            args.eval_every,
+            Path(args.out) / f"{args.experiment}-seed{seed}",
+            args.threads,
+            args.model,
+        )
         for seed in args.seeds
     ]
     if args.jobs > 1:
@@ -131,11 +153,17 @@ def main() -> None:
         from concurrent.futures import ProcessPoolExecutor
 
         with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            runs = list(pool.map(run_seed, *zip(*jobs)))
+            runs = list(pool.map(run_seed, *zip(*jobs, strict=True)))
     else:
         runs = [run_seed(*job) for job in jobs]
-    summary = {"experiment": args.experiment, "minutes": minutes, "threads": args.threads, "jobs": args.jobs,
-               "runs": runs, "median": {}}
+    summary = {
+        "experiment": args.experiment,
+        "minutes": minutes,
+        "threads": args.threads,
+        "jobs": args.jobs,
+        "runs": runs,
+        "median": {},
+    }
     for key, level in (("eval_success", 0.9), ("eval_success", 0.95), ("eval_tool_use", 0.9)):
         reached = [first_minutes(r["curve"], key, level) for r in runs]
         summary["median"][f"minutes_to_{key[5:]}_{level:.0%}"] = reached
@@ -143,11 +171,12 @@ def main() -> None:
     summary["median"]["final_success"] = {"median": statistics.median(finals), "min": min(finals), "max": max(finals)}
     summary["median"]["sft_seconds"] = [round(r["sft_seconds"], 1) for r in runs]
     print(json.dumps(summary["median"], indent=2))
-    RESULTS.mkdir(exist_ok=True)
+    results = Path(args.results)
+    results.mkdir(parents=True, exist_ok=True)
     name = f"grpo_weatherrun_{args.experiment}"
-    (RESULTS / f"{name}.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (results / f"{name}.json").write_text(json.dumps(summary, indent=2) + "\n")
     title = {"a": "format-only SFT, then GRPO", "b": "GRPO from the base model, no WeatherRun SFT"}[args.experiment]
-    plot(runs, RESULTS / f"{name}.png", f"Tiny base on WeatherRun: {title}")
+    plot(runs, results / f"{name}.png", f"Tiny base on WeatherRun: {title}")
 
 
 if __name__ == "__main__":

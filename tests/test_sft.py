@@ -7,8 +7,15 @@ import torch
 
 from agentgym.trainers.sft import SFT, SFTConfig
 
-CONFIG = {"episodes": 24, "batch_size": 8, "epochs": 2, "learning_rate": 1e-3, "checkpoint_every": 2,
-          "eval_split": None, "rollout": {"context": "summary", "turn_template": "{summary}", "max_turns": 4}}
+CONFIG = {
+    "episodes": 24,
+    "batch_size": 8,
+    "epochs": 2,
+    "learning_rate": 1e-3,
+    "checkpoint_every": 2,
+    "eval_split": None,
+    "rollout": {"context": "summary", "turn_template": "{summary}", "max_turns": 4},
+}
 
 
 def _weights(trainer: SFT) -> list[torch.Tensor]:

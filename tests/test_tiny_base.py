@@ -50,8 +50,13 @@ def test_base_copies_unseen_multi_word_names_exactly():
     names = [n for n in (made_up_name(rng) for _ in range(200)) if " " in n][:20] + ["Cape Town", "São Paulo"]
     prompts = [
         policy.chat_ids(
-            [{"role": "user", "content": f"fetch_width(site), fetch_power(site), decide(ok, note)\n"
-                                          f"{name} · width 12 mm · power ? · decision pending"}]
+            [
+                {
+                    "role": "user",
+                    "content": f"fetch_width(site), fetch_power(site), decide(ok, note)\n"
+                    f"{name} · width 12 mm · power ? · decision pending",
+                }
+            ]
         )
         for name in names
     ]
@@ -66,8 +71,17 @@ def test_pretraining_is_a_function_of_the_seed(tmp_path):
     """Two short builds with the same seed write the same files, byte for byte (same machine and threads)."""
     from agentgym.tiny_model import pretrain_base
 
-    kwargs = dict(steps=2, batch_size=4, hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1,
-                  intermediate_size=64, threads=1, progress_bar=False)
+    kwargs = dict(
+        steps=2,
+        batch_size=4,
+        hidden_size=32,
+        num_layers=1,
+        num_heads=2,
+        num_kv_heads=1,
+        intermediate_size=64,
+        threads=1,
+        progress_bar=False,
+    )
     first, second = (pretrain_base(tmp_path / name, seed=0, **kwargs) for name in ("a", "b"))
     assert (first / "SHA256SUMS").read_text() == (second / "SHA256SUMS").read_text()
     assert base_model_path(first) == first  # its own checksums hold
@@ -87,5 +101,7 @@ def test_the_default_corpus_is_the_one_the_shipped_base_was_built_from():
     assert digest == "c2b7f700b61eecdf5fc7610ae29279028a962abfe6eb97e9cd2861272800342c"
     opaque = list(itertools.islice(chat_documents(0, CorpusMix(opaque_tools=1.0, copy_drill=1.0)), 200))
     calls = [parse_tool_calls(d[-1]["content"]).calls for d in opaque]
-    named_by_quantity = sum(c[0].name.split("_")[-1] in d[0]["content"].splitlines()[-1] for c, d in zip(calls, opaque) if c)
+    named_by_quantity = sum(
+        c[0].name.split("_")[-1] in d[0]["content"].splitlines()[-1] for c, d in zip(calls, opaque, strict=True) if c
+    )
     assert named_by_quantity <= 10  # the tool's name no longer gives away the quantity it returns
