@@ -29,8 +29,9 @@ state): it copies 40 of 46 unseen multi-word names exactly into the right tool's
 name is not like the corpus's: its made-up tools are always a verb and one of 38 quantity words
 (``fetch_power``), so on WeatherRun it writes ``get_tension`` for ``get_weather``: 0 % valid calls
 before WeatherRun SFT, which is why GRPO straight from the base gets no signal (the benchmark's
-experiment b). ``--mix opaque_tools=0.5`` builds a corpus where half the lookup tools have made-up
-names; that build is the candidate fix, not yet measured end to end.
+experiment b). ``--mix opaque_tools=0.5`` (half the lookup tools with made-up names) was tried: it
+writes ``get_laather`` instead, still 0 % valid calls, and in the probe it picks the first lookup tool
+rather than the one for the unknown quantity (0 of 46 right calls, though the names are copied right).
 
 Rebuilding with the same seed and thread count on the same kind of CPU reproduces the files byte for
 byte (the test suite checks this on a short build; the full 21-minute build was not repeated); another
