@@ -123,7 +123,7 @@ def _tiny_llm(out: Path, steps: int, seed: int) -> dict[str, float]:
     from agentgym.llm import LLMPolicy
     from agentgym.recipes import tiny_overrides
     from agentgym.trainers.grpo import GRPO, GRPOConfig
-    from agentgym.trainers.rollout import rollout
+    from agentgym.trainers.rollout import evaluate_split, rollout
     from agentgym.trainers.sft import SFT, SFTConfig
 
     print(f"\n== 3. The shipped tiny base model learns {WEATHER} in text: a format-only SFT warm-up, then GRPO")
@@ -141,7 +141,7 @@ def _tiny_llm(out: Path, steps: int, seed: int) -> dict[str, float]:
         for action in episode.actions:
             print(f"    {action}")
 
-    before = GRPO(policy, grpo).evaluate()["success"]
+    before = evaluate_split(policy, grpo)["success"]
     print(f"  the base model, never trained on {WEATHER}: test success {before:.0%} (100 frozen test tasks)")
     show("before training")
     sft = SFTConfig(**tiny_overrides("sft", WEATHER), seed=seed, eval_split=None)
