@@ -141,6 +141,65 @@ def train_tokenizer(texts: Iterator[str] | Sequence[str], *, vocab_size: int = 4
     return tokenizer
 
 
+def _chat_tokenizer(raw: Any) -> Any:
+    """A ``transformers`` tokenizer around a trained ``tokenizers.Tokenizer``: ChatML specials and template."""
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=raw,
+        bos_token=None,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        additional_special_tokens=SPECIAL_TOKENS[1:2] + SPECIAL_TOKENS[3:],
+        clean_up_tokenization_spaces=False,
+    )
+    tokenizer.chat_template = CHAT_TEMPLATE
+    return tokenizer
+
+
+def _llama(tokenizer: Any, hidden: int, layers: int, heads: int, kv_heads: int, mlp: int, positions: int, seed: int):
+    """A randomly initialised Llama-config causal LM (tied embeddings) for ``tokenizer``, seeded."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        intermediate_size=mlp,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        max_position_embeddings=positions,
+        tie_word_embeddings=True,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=None,
+    )
+    torch.manual_seed(seed)
+    return LlamaForCausalLM(config)
+
+
+def _save(model: Any, tokenizer: Any, path: Path) -> None:
+    """``save_pretrained`` both, and check that ``AutoTokenizer`` reads the tokenizer back as it is."""
+    from transformers import AutoTokenizer
+
+    from agentgym.tools import ToolCall
+
+    path.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    # Name the class that reads tokenizer.json as it is. (A Qwen2 config would not do: transformers 5 forces
+    # Qwen2Tokenizer for model_type "qwen2", which rebuilds its own pre-tokenizer and ignores this one.)
+    cfg_path = path / "tokenizer_config.json"
+    cfg = json.loads(cfg_path.read_text())
+    cfg["tokenizer_class"] = "TokenizersBackend"
+    cfg_path.write_text(json.dumps(cfg, indent=2) + "\n")
+    loaded = AutoTokenizer.from_pretrained(path)
+    probe = ToolCall("answer", {"suitable": True}).to_text()
+    if loaded.encode(probe, add_special_tokens=False) != tokenizer.encode(probe, add_special_tokens=False):
+        raise RuntimeError(f"AutoTokenizer loaded {type(loaded).__name__}, which does not read {path}/tokenizer.json")
+
+
 def build_tiny_model(
     path: str | Path,
     *,
@@ -160,56 +219,18 @@ def build_tiny_model(
     ``LLMPolicy.from_pretrained(path)`` or ``AutoModelForCausalLM/AutoTokenizer.from_pretrained``.
     The encode/decode round trip is checked on the corpus before the files are written.
     """
-    import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
-    from agentgym.tools import ToolCall
 
     path = Path(path)
     texts = list(env_corpus(env_ids))
     raw = train_tokenizer(texts, vocab_size=vocab_size)
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=raw,
-        bos_token=None,
-        eos_token="<|im_end|>",
-        pad_token="<|endoftext|>",
-        additional_special_tokens=SPECIAL_TOKENS[1:2] + SPECIAL_TOKENS[3:],
-        clean_up_tokenization_spaces=False,
-    )
-    tokenizer.chat_template = CHAT_TEMPLATE
+    tokenizer = _chat_tokenizer(raw)
     for text in texts[:: max(1, len(texts) // 500)]:
         back = tokenizer.decode(tokenizer.encode(text, add_special_tokens=False))
         if back != text:
             raise RuntimeError(f"tokenizer round trip failed: {text[:80]!r} → {back[:80]!r}")
 
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=hidden_size,
-        intermediate_size=intermediate_size,
-        num_hidden_layers=num_layers,
-        num_attention_heads=num_heads,
-        num_key_value_heads=num_kv_heads,
-        max_position_embeddings=max_positions,
-        tie_word_embeddings=True,
-        pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        bos_token_id=None,
-    )
-    torch.manual_seed(seed)
-    model = LlamaForCausalLM(config)
-    path.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    # Name the class that reads tokenizer.json as it is. (A Qwen2 config would not do: transformers 5 forces
-    # Qwen2Tokenizer for model_type "qwen2", which rebuilds its own pre-tokenizer and ignores this one.)
-    cfg_path = path / "tokenizer_config.json"
-    cfg = json.loads(cfg_path.read_text())
-    cfg["tokenizer_class"] = "TokenizersBackend"
-    cfg_path.write_text(json.dumps(cfg, indent=2) + "\n")
-    loaded = AutoTokenizer.from_pretrained(path)
-    probe = ToolCall("answer", {"suitable": True}).to_text()
-    if loaded.encode(probe, add_special_tokens=False) != tokenizer.encode(probe, add_special_tokens=False):
-        raise RuntimeError(f"AutoTokenizer loaded {type(loaded).__name__}, which does not read {path}/tokenizer.json")
+    model = _llama(tokenizer, hidden_size, num_layers, num_heads, num_kv_heads, intermediate_size, max_positions, seed)
+    _save(model, tokenizer, path)
     return path
 
 
@@ -265,7 +286,6 @@ def pretrain_base(
 
     import torch
     from tqdm.auto import tqdm
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
     from agentgym.tiny_corpus import chat_documents
 
@@ -279,30 +299,8 @@ def pretrain_base(
     # Merges seen fewer than 50 times in the sample are left out, for the same reason.
     sample = [m["content"] for _ in range(5000) for m in next(docs)]
     raw = train_tokenizer(sample, vocab_size=vocab_size, min_frequency=50)
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=raw,
-        bos_token=None,
-        eos_token="<|im_end|>",
-        pad_token="<|endoftext|>",
-        additional_special_tokens=SPECIAL_TOKENS[1:2] + SPECIAL_TOKENS[3:],
-        clean_up_tokenization_spaces=False,
-    )
-    tokenizer.chat_template = CHAT_TEMPLATE
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=hidden_size,
-        intermediate_size=intermediate_size,
-        num_hidden_layers=num_layers,
-        num_attention_heads=num_heads,
-        num_key_value_heads=num_kv_heads,
-        max_position_embeddings=4096,
-        tie_word_embeddings=True,
-        pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        bos_token_id=None,
-    )
-    torch.manual_seed(seed)
-    model = LlamaForCausalLM(config)
+    tokenizer = _chat_tokenizer(raw)
+    model = _llama(tokenizer, hidden_size, num_layers, num_heads, num_kv_heads, intermediate_size, 4096, seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate, betas=(0.9, 0.95), weight_decay=0.01)
 
     def lr_at(step: int) -> float:
@@ -334,13 +332,7 @@ def pretrain_base(
         scheduler.step()
         bar.set_postfix(loss=f"{loss.item():.3f}")
     seconds = time.perf_counter() - start
-    path.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    cfg_path = path / "tokenizer_config.json"
-    cfg = json.loads(cfg_path.read_text())
-    cfg["tokenizer_class"] = "TokenizersBackend"
-    cfg_path.write_text(json.dumps(cfg, indent=2) + "\n")
+    _save(model, tokenizer, path)
     files = sorted(p for p in path.iterdir() if p.is_file() and p.name != BASE_SHA256)
     sums = "".join(f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.name}\n" for p in files)
     (path / BASE_SHA256).write_text(sums)
