@@ -24,6 +24,19 @@ __all__ = ["TINY", "tiny_overrides"]
 _ROLLOUT = {"context": "summary", "turn_template": "{signatures}\n{summary}", "max_new_tokens": 48, "max_turns": 4}
 _WEATHER_TRAINING = {"backend": "random", "synthetic_cities": True, "suitable_share": 0.5}
 
+_GRPO = {
+    "env_id": "agentgym/WeatherRun-v0",
+    "env_kwargs": _WEATHER_TRAINING,
+    "eval_env_kwargs": {},
+    "rollout": {**_ROLLOUT, "temperature": 1.0},
+    "num_generations": 4,
+    "tasks_per_step": 16,
+    "learning_rate": 3e-4,
+    "warmup_steps": 20,
+    "beta": 0.3,
+    "loss_type": "dapo",
+}
+
 TINY: dict[str, dict[str, Any]] = {
     "sft": {
         "env_id": "agentgym/WeatherRun-v0",
@@ -37,31 +50,13 @@ TINY: dict[str, dict[str, Any]] = {
         "warmup_steps": 5,
         "batch_size": 32,
     },
-    "grpo": {
-        "env_id": "agentgym/WeatherRun-v0",
-        "env_kwargs": _WEATHER_TRAINING,
-        "eval_env_kwargs": {},
-        "rollout": {**_ROLLOUT, "temperature": 1.0},
-        "num_generations": 4,
-        "tasks_per_step": 16,
-        "learning_rate": 3e-4,
-        "warmup_steps": 20,
-        "beta": 0.3,
-        "loss_type": "dapo",
-    },
+    "grpo": _GRPO,
     # GRPO straight from the shipped base, no SFT (benchmarks/grpo_weatherrun.py --experiment b): the base
     # answers from memory at first, so there is no SFT model to anchor to.
     "grpo-from-base": {
-        "env_id": "agentgym/WeatherRun-v0",
-        "env_kwargs": _WEATHER_TRAINING,
-        "eval_env_kwargs": {},
-        "rollout": {**_ROLLOUT, "temperature": 1.0},
-        "num_generations": 4,
-        "tasks_per_step": 16,
-        "learning_rate": 3e-4,
+        **_GRPO,
         "warmup_steps": 10,
         "beta": 0.0,
-        "loss_type": "dapo",
     },
     "ppo": {  # as many episodes per step as GRPO's 16 × 4; benchmarks/ppo_vs_grpo.py compares the two
         "env_id": "agentgym/WeatherRun-v0",
