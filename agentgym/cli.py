@@ -47,7 +47,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if args.algorithm in LLM_TRAINERS:
         args.env = args.env or "agentgym/WeatherRun-v0"
         return _cmd_train_llm(args)
-    from agentgym.runs import train
+    from agentgym.trainers.runs import train
 
     args.env = args.env or "agentgym/CliffWalk-v0"
     hyper = {k: v for k in ("alpha", "gamma", "epsilon") if (v := getattr(args, k)) is not None}
@@ -76,7 +76,7 @@ def _resolve_model(spec: str) -> str:
     """``tiny`` is the shipped tiny base model; anything else is a path or hub id."""
     if spec != "tiny":
         return spec
-    from agentgym.tiny_model import base_model_path
+    from agentgym.trainers.tiny_model import base_model_path
 
     return str(base_model_path())
 
@@ -93,7 +93,7 @@ LLM_TRAINERS = {  # CLI name: (module, trainer, config, the config field --steps
 def _cmd_train_llm(args: argparse.Namespace) -> int:
     import importlib
 
-    from agentgym.recipes import tiny_overrides
+    from agentgym.app.recipes import tiny_overrides
 
     module, trainer_name, config_name, budget, flag = LLM_TRAINERS[args.algorithm]
     module = importlib.import_module(f"agentgym.trainers.{module}")
@@ -135,7 +135,7 @@ def _cmd_train_llm(args: argparse.Namespace) -> int:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from agentgym.evaluation import evaluate_agent
+    from agentgym.app.evaluation import evaluate_agent
 
     summary = evaluate_agent(
         args.env,
@@ -158,7 +158,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from agentgym.reports import compare_runs, markdown_table, plot_success
+    from agentgym.app.reports import compare_runs, markdown_table, plot_success
 
     runs = compare_runs(args.runs)
     print(markdown_table(runs))
@@ -170,7 +170,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 def _cmd_serve(args: argparse.Namespace) -> int:
     if args.service == "model":
         return _serve_model(args)
-    from agentgym.envs.weather_server import WeatherServer
+    from agentgym.app.weather_server import WeatherServer
 
     server = WeatherServer(args.snapshot, host=args.host, port=args.port)
     print(f"serving {args.snapshot} at {server.url} (GET /v1/weather, /v1/air-quality; Ctrl-C stops)", flush=True)
@@ -182,7 +182,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _serve_model(args: argparse.Namespace) -> int:
-    from agentgym.model_server import LLMResponder, ModelServer, ScriptedResponder
+    from agentgym.app.model_server import LLMResponder, ModelServer, ScriptedResponder
 
     if args.scripted:
         if not args.env:
@@ -204,14 +204,14 @@ def _serve_model(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from agentgym.demo import run_demo
+    from agentgym.app.demo import run_demo
 
     run_demo(args.out, episodes=args.episodes, seed=args.seed, llm_steps=args.llm_steps)
     return 0
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:
-    from agentgym.audit import audit_run, format_audit
+    from agentgym.app.audit import audit_run, format_audit
 
     report = audit_run(args.run_dir, quantile=args.quantile, top=args.top)
     print(report.model_dump_json(indent=2) if args.json else format_audit(report))

@@ -3,7 +3,7 @@
 Start: a tiny-model SFT checkpoint (``--sft``; ``benchmarks/grpo_weatherrun.py`` makes one under
 ``runs/bench_grpo_weatherrun/sft/final``) whose decisions are random, so its greedy test success is
 near chance. Each round plays ``--tasks`` training tasks ``--generations`` times with the tiny recipe's
-env and rollout settings (``agentgym.recipes.TINY["grpo"]``: made-up cities, the state-summary
+env and rollout settings (``agentgym.app.recipes.TINY["grpo"]``: made-up cities, the state-summary
 prompt, temperature 1), pairs the best and the worst episode of every task whose rewards differ,
 and trains DPO (with the RPO term, ``--rpo-alpha``: the chosen tokens' NLL) on the pairs; the next
 round plays the updated policy and uses it as the reference (iterative DPO; ``--fixed-reference``
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import torch
 
-from agentgym.recipes import TINY
+from agentgym.app.recipes import TINY
 from agentgym.trainers.dpo import DPO, DPOConfig
 
 RESULTS = Path(__file__).parent / "results"

@@ -26,7 +26,7 @@ from pathlib import Path
 import httpx
 
 import agentgym
-from agentgym.evaluation import evaluate_agent
+from agentgym.app.evaluation import evaluate_agent
 
 ENV_ID = "agentgym/WeatherRun-v0"
 TARGET = 4.0  # concurrency-8 / concurrency-1 speed-up we aim for

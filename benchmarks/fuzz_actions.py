@@ -48,7 +48,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 import agentgym
-from agentgym.sandbox import SandboxLimits, SandboxResult, TestOutcome, TestReport
+from agentgym.envs.sandbox import SandboxLimits, SandboxResult, TestOutcome, TestReport
 from agentgym.tools import ToolCall
 
 RESULTS = Path(__file__).parent / "results"
@@ -63,7 +63,7 @@ ENVS: dict[str, dict[str, Any]] = {
 
 
 class EchoSandbox:
-    """A stand-in for :class:`agentgym.sandbox.Sandbox` for this benchmark only: runs nothing, answers at once.
+    """A stand-in for :class:`agentgym.envs.sandbox.Sandbox` for this benchmark only: runs nothing, answers at once.
 
     ``run`` reports the code itself as the program's stdout (and its first line as an uncaught exception's
     message, every other run); ``run_tests`` fails or passes each test by a hash of the code, with the code's

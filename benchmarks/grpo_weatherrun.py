@@ -9,7 +9,7 @@ tasks (whose 10 cities never occur in training; training uses made-up city names
   answers from memory without looking anything up. Plotted: tool use, format compliance, test success
   and mean reward against steps and wall time, to show the phases (no tools → tools → using results).
 
-Both use the tiny recipe (``agentgym.recipes.TINY``): every turn shows the compact tool list and the
+Both use the tiny recipe (``agentgym.app.recipes.TINY``): every turn shows the compact tool list and the
 env's one-line state (``turn_template="{signatures}\\n{summary}"``).
 
 Run (each seed: a few minutes on 2 cores)::
@@ -34,9 +34,9 @@ from pathlib import Path
 
 import torch
 
-from agentgym.llm import LLMPolicy
-from agentgym.recipes import TINY
-from agentgym.tiny_model import base_model_path
+from agentgym.trainers.llm import LLMPolicy
+from agentgym.app.recipes import TINY
+from agentgym.trainers.tiny_model import base_model_path
 from agentgym.trainers.grpo import GRPO, GRPOConfig
 from agentgym.trainers.sft import SFT, SFTConfig
 

@@ -2,7 +2,7 @@
 
 For each env — CliffWalk-v0 (it has no split: the default grid, a fixed number of seeded episodes) and the
 frozen test splits of WeatherRun-v0, SQLLookup-v0 and CodeSandbox-v0 (every test task once) — every agent is
-played by :func:`agentgym.evaluation.evaluate_agent`, so each row carries success with its Wilson interval,
+played by :func:`agentgym.app.evaluation.evaluate_agent`, so each row carries success with its Wilson interval,
 mean reward with its interval, tool-call validity, format compliance, turns and tokens:
 
 - ``random`` (uniform over the env's discrete menu of canonical calls) and ``oracle`` (the scripted expert);
@@ -10,7 +10,7 @@ mean reward with its interval, tool-call validity, format compliance, turns and 
   hyperparameters from the repo's tests and benchmarks where they have them, else chosen here; see
   :data:`ENVS`), saved, and played greedily from their checkpoints (``qtable:PATH``, ``torch:PATH``);
 - a language model where one is given with ``--llm ENV_ID=PATH`` (``hf:PATH``, greedy, with the tiny
-  recipe's rollout settings: ``agentgym.recipes.TINY["grpo"]["rollout"]`` without its temperature).
+  recipe's rollout settings: ``agentgym.app.recipes.TINY["grpo"]["rollout"]`` without its temperature).
 
 Writes ``benchmarks/leaderboard.md``, ``benchmarks/results/leaderboard.json`` (every summary and how it
 was made) and ``benchmarks/results/leaderboard.png``; checkpoints and episode logs go to ``--out``::
@@ -35,10 +35,10 @@ from pathlib import Path
 from typing import Any
 
 import agentgym
-from agentgym.evaluation import evaluate_agent, model_source
-from agentgym.recipes import TINY
-from agentgym.reports import RunSummary
-from agentgym.runs import TABULAR, train
+from agentgym.app.evaluation import evaluate_agent, model_source
+from agentgym.app.recipes import TINY
+from agentgym.app.reports import RunSummary
+from agentgym.trainers.runs import TABULAR, train
 
 ROOT = Path(__file__).resolve().parent.parent
 LLM_SAMPLING: dict[str, Any] = {k: v for k, v in TINY["grpo"]["rollout"].items() if k != "temperature"}  # greedy
@@ -376,7 +376,7 @@ def markdown(results: dict[str, list[Row]], meta: dict[str, Any]) -> str:
         "",
         "Every baseline agent on every env's test split (CliffWalk-v0 has no split: the default grid, "
         f"{cliff_episodes} seeded episodes), "
-        "each played by `agentgym.evaluation.evaluate_agent`; success is given with its 95 % Wilson interval, the "
+        "each played by `agentgym.app.evaluation.evaluate_agent`; success is given with its 95 % Wilson interval, the "
         "mean reward with its 95 % normal-approximation interval. Q-learning and REINFORCE were trained by the "
         "script on the train split through the discrete view (`DiscreteToolActions`) and are played greedily from "
         "their checkpoints.",

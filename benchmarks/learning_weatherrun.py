@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 import agentgym  # noqa: F401  (registers the ids)
-from agentgym.evaluation import RandomAgent, evaluate
+from agentgym.app.evaluation import RandomAgent, evaluate
 from agentgym.trainers import PPO, REINFORCE, QLearning
 from agentgym.wrappers import DiscreteToolActions
 

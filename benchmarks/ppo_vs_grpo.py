@@ -1,7 +1,7 @@
 """PPO vs GRPO on WeatherRun with the tiny LLM: same SFT start, same wall-clock budget, one plot.
 
 Each run starts from the same format-only SFT model (``--sft``; ``benchmarks/grpo_weatherrun.py``
-builds one) and trains with the tiny-model recipe (``agentgym.recipes.TINY``) for ``--minutes`` of
+builds one) and trains with the tiny-model recipe (``agentgym.app.recipes.TINY``) for ``--minutes`` of
 training time; every ``--eval-seconds`` of training time the policy is evaluated greedily on the 100
 frozen test tasks (evaluation time is not counted). Runs:
 
@@ -30,8 +30,8 @@ from typing import Any
 
 import torch
 
-from agentgym.plotting import plot_learning_curves
-from agentgym.recipes import TINY
+from agentgym.trainers.plotting import plot_learning_curves
+from agentgym.app.recipes import TINY
 from agentgym.trainers.grpo import GRPO, GRPOConfig
 from agentgym.trainers.llm_ppo import LLMPPO, LLMPPOConfig
 

@@ -2,7 +2,7 @@
 
 The SFT model (``--sft``; ``benchmarks/grpo_weatherrun.py`` makes one) plays ``--tasks`` training
 tasks ``--generations`` times each with the tiny recipe's env and rollout settings
-(``agentgym.recipes.TINY["grpo"]``: made-up cities, temperature 1); the best and the worst episode of
+(``agentgym.app.recipes.TINY["grpo"]``: made-up cities, temperature 1); the best and the worst episode of
 every task whose rewards differ make a pair (mostly: a right vs a wrong final answer after the same
 lookups). A reward model that starts from the SFT model's weights (a new scalar head on its last
 token) learns to rank them; ``--eval-fraction`` of the pairs are held out. To rank a pair it must
@@ -33,7 +33,7 @@ from pathlib import Path
 
 import torch
 
-from agentgym.recipes import TINY
+from agentgym.app.recipes import TINY
 from agentgym.trainers.reward_model import RewardModelConfig, RewardModelTrainer
 
 RESULTS = Path(__file__).parent / "results"

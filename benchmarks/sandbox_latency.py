@@ -29,7 +29,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from agentgym.envs.code_sandbox import CodeSandboxEnv
-from agentgym.sandbox import Sandbox, layer_status
+from agentgym.envs.sandbox import Sandbox, layer_status
 from agentgym.tools import ToolCall
 
 

@@ -20,7 +20,7 @@ JSON Lines, one task a line::
 - ``visible_tests`` and ``hidden_tests``: at least one each. A test reads ``call == expected``: ``call`` is any
   Python expression, evaluated inside the sandbox in the namespace of the submitted code; ``expected`` is a
   Python literal (numbers, strings, bytes, None, True/False, lists, tuples, dicts, sets), which never enters the
-  sandbox. A value matches by ``==``, with floats equal within 1e-9 (:func:`agentgym.sandbox.values_equal`).
+  sandbox. A value matches by ``==``, with floats equal within 1e-9 (:func:`agentgym.envs.sandbox.values_equal`).
   Visible tests are shown to the agent as ``assert call == expected``; hidden ones only score the submission.
 - Optional: ``wrong_solutions`` (plausible wrong code; the discrete view needs 2), ``difficulty`` (``easy``,
   ``medium`` or ``hard``), ``topic``, ``split`` (default ``"train"``).
@@ -39,7 +39,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agentgym.data import read_jsonl, sha256_file, write_jsonl
-from agentgym.sandbox import Sandbox
+from agentgym.envs.sandbox import Sandbox
 
 __all__ = [
     "DIFFICULTIES",

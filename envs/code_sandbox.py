@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agentgym.core import ToolEnv
 from agentgym.data import sha256_file
 from agentgym.envs.code_data import TASKS_V0, CodeTask, candidates, load_tasks
-from agentgym.sandbox import Sandbox, SandboxResult, TestReport
+from agentgym.envs.sandbox import Sandbox, SandboxResult, TestReport
 from agentgym.tools import ToolCall, ToolResult, tool
 from agentgym.wrappers import candidate_state_key, candidate_state_keys
 
@@ -69,7 +69,7 @@ class CodeSandboxEnv(ToolEnv):
 
     The agent gets a problem ("Run-length encode a string …"), the function's signature and two visible tests,
     and can run code and the visible tests as often as it likes before it submits. The submission is scored by
-    hidden tests, as in HumanEval and MBPP. All code runs in :class:`~agentgym.sandbox.Sandbox` (bubblewrap, or
+    hidden tests, as in HumanEval and MBPP. All code runs in :class:`~agentgym.envs.sandbox.Sandbox` (bubblewrap, or
     an ``unshare``-based layer as root): the agent's code is untrusted.
 
     ## Tools
@@ -113,7 +113,7 @@ class CodeSandboxEnv(ToolEnv):
 
     ## Arguments
     ``split``, ``tasks_path``, ``tasks_sha256``, ``validate`` (above); ``sandbox`` (a configured
-    :class:`~agentgym.sandbox.Sandbox`), or ``layer`` (``"auto"``, ``"bwrap"``, ``"unshare"``), ``allow_unsafe``
+    :class:`~agentgym.envs.sandbox.Sandbox`), or ``layer`` (``"auto"``, ``"bwrap"``, ``"unshare"``), ``allow_unsafe``
     and ``timeout`` (5 s per run) to make one; ``rewards``; ``test_improvement_reward`` (shortcut for
     ``rewards={"test_improvement": x}``); ``history``; ``render_mode``.
 

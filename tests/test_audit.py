@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from agentgym.audit import audit_run, format_audit
+from agentgym.app.audit import audit_run, format_audit
 from agentgym.cli import main
 
 CALL = '<tool_call>{"name": "answer", "arguments": {"suitable": true}}</tool_call>'

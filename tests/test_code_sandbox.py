@@ -13,7 +13,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 from gymnasium.wrappers import TimeLimit
 
-from agentgym import sandbox as sandbox_module
+from agentgym.envs import sandbox as sandbox_module
 from agentgym.envs.code_data import (
     DIFFICULTIES,
     TASKS_V0,
@@ -27,8 +27,8 @@ from agentgym.envs.code_data import (
     write_tasks,
 )
 from agentgym.envs.code_sandbox import CodeSandboxEnv
-from agentgym.evaluation import evaluate
-from agentgym.sandbox import Sandbox, SandboxUnavailable, layer_status
+from agentgym.app.evaluation import evaluate
+from agentgym.envs.sandbox import Sandbox, SandboxUnavailable, layer_status
 from agentgym.tools import ToolCall
 from agentgym.wrappers import DiscreteToolActions
 

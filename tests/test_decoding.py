@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
-from agentgym.decoding import Decoder, PrefixCache, supports
+from agentgym.trainers.decoding import Decoder, PrefixCache, supports
 
 PROMPTS = [[5, 6, 7, 8, 9], [11, 12], [5, 6, 7, 8, 9], [40] * 9, [3]]
 
@@ -95,7 +95,7 @@ def test_append_mode_rollouts_reuse_each_turn_and_play_the_same_episodes(tiny_mo
     import gymnasium as gym
 
     import agentgym  # noqa: F401  (registers the envs)
-    from agentgym.llm import LLMPolicy
+    from agentgym.trainers.llm import LLMPolicy
     from agentgym.trainers.rollout import RolloutConfig, rollout
 
     policy = LLMPolicy.from_pretrained(tiny_model_path)

@@ -10,7 +10,7 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from agentgym.llm import LLMPolicy, token_logprobs
+from agentgym.trainers.llm import LLMPolicy, token_logprobs
 from agentgym.trainers.dpo import DPO, DPOConfig, cancel_shared, dpo_loss, sequence_logprobs
 from agentgym.trainers.preferences import PreferencePair, write_pairs
 from agentgym.trainers.rollout import RolloutConfig, Sample, collate, rollout

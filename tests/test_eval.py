@@ -7,8 +7,8 @@ import pytest
 
 from agentgym.cli import main
 from agentgym.envs.weather_data import SNAPSHOT_V0_SHA256
-from agentgym.evaluation import evaluate_agent
-from agentgym.reports import load_episodes, mean_interval, wilson_interval
+from agentgym.app.evaluation import evaluate_agent
+from agentgym.app.reports import load_episodes, mean_interval, wilson_interval
 
 WEATHER = "agentgym/WeatherRun-v0"
 

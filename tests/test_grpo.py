@@ -10,7 +10,7 @@ import torch
 from pydantic import ValidationError
 
 import agentgym  # noqa: F401
-from agentgym.llm import LLMPolicy
+from agentgym.trainers.llm import LLMPolicy
 from agentgym.spaces import AnyText
 from agentgym.tools import ToolCall
 from agentgym.trainers.advantages import clipped_surrogate, group_relative_advantages, kl_k3

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from agentgym.reports import EpisodeRecord, load_episodes, to_json
+from agentgym.app.reports import EpisodeRecord, load_episodes, to_json
 from agentgym.trainers import PPO, QLearning
 from agentgym.trainers.checkpoint import STATE_FILE, load_trainer_state
 
@@ -212,7 +212,7 @@ def test_the_episode_log_of_a_resumed_run_drops_a_torn_line_and_names_a_damaged_
 def test_a_logged_episode_with_a_lone_surrogate_is_written_as_utf8_and_audited(tmp_path):
     from types import SimpleNamespace
 
-    from agentgym.audit import audit_run
+    from agentgym.app.audit import audit_run
     from agentgym.trainers.online import OnlineTrainer
 
     def logged(step, action):
@@ -235,7 +235,7 @@ def test_a_logged_episode_with_a_lone_surrogate_is_written_as_utf8_and_audited(t
 
 
 def _metrics_run(tmp_path, rows):
-    from agentgym.metrics import MetricsWriter
+    from agentgym.trainers.metrics import MetricsWriter
 
     with MetricsWriter(tmp_path, tensorboard=False, step_key="step") as writer:
         for row in rows:
@@ -244,7 +244,7 @@ def _metrics_run(tmp_path, rows):
 
 
 def test_resumed_metrics_keep_every_row_to_the_checkpoint_and_drop_a_torn_one(tmp_path):
-    from agentgym.metrics import MetricsWriter
+    from agentgym.trainers.metrics import MetricsWriter
 
     rows = [{"step": s, "loss": 0.5 / s, "note": f"step\u2028{s}\x85"} for s in range(1, 6)]
     path = _metrics_run(tmp_path, rows)
@@ -269,7 +269,7 @@ def test_resumed_metrics_keep_every_row_to_the_checkpoint_and_drop_a_torn_one(tm
     ids=["not-json", "not-utf8", "not-an-object", "step-text", "step-null"],
 )
 def test_a_damaged_metrics_row_is_one_line_naming_the_line_and_nothing_is_lost(tmp_path, line, message):
-    from agentgym.metrics import MetricsWriter
+    from agentgym.trainers.metrics import MetricsWriter
 
     path = _metrics_run(tmp_path, [{"step": s, "loss": 1.0} for s in range(1, 5)])
     lines = path.read_bytes().split(b"\n")

@@ -1,4 +1,4 @@
-"""Hostile input, round 2, against the sandbox (agentgym.sandbox) and CodeSandbox: memory held outside the address
+"""Hostile input, round 2, against the sandbox (agentgym.envs.sandbox) and CodeSandbox: memory held outside the address
 space limit, memory of all a run's processes together, a result channel that costs the harness, values that
 cannot be judged, kernel objects that outlive a run, hidden test inputs echoed back to the agent, and raw control
 characters in observations.
@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from agentgym import sandbox, sandbox_inside
+from agentgym.envs import sandbox, sandbox_inside
 from agentgym.envs.code_sandbox import CodeSandboxEnv
-from agentgym.sandbox import UID_BASE, UID_SPAN, WORK_INODES, Sandbox, SandboxLimits, layer_status, values_equal
+from agentgym.envs.sandbox import UID_BASE, UID_SPAN, WORK_INODES, Sandbox, SandboxLimits, layer_status, values_equal
 from agentgym.tools import ToolCall
 
 STATUS = layer_status()
@@ -214,7 +214,7 @@ def test_memory_of_all_processes_together_is_bounded(box):
 def test_the_work_dir_holds_a_bounded_number_of_files(box):
     """Each empty file or directory costs ~1.2 KB of kernel memory that no size limit counts (before: 209,000
     directories, 247 MB, in 3 s). The unshare layer caps the work dir's inodes; bubblewrap 0.8 cannot (see the
-    module docstring of agentgym.sandbox)."""
+    module docstring of agentgym.envs.sandbox)."""
     code = "import os\nn = 0\ntry:\n    while True:\n        os.mkdir(f'd{n}')\n        n += 1\n"
     code += "except OSError as e:\n    print(n, e.strerror)"
     result = box.run(code)

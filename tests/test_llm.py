@@ -7,8 +7,8 @@ import pytest
 import torch
 
 import agentgym  # noqa: F401  (registers the envs)
-from agentgym.llm import LLMPolicy, token_logprobs
-from agentgym.tiny_model import build_tiny_model
+from agentgym.trainers.llm import LLMPolicy, token_logprobs
+from agentgym.trainers.tiny_model import build_tiny_model
 from agentgym.tools import ToolCall
 from agentgym.trainers.rollout import OracleTeacher, RolloutConfig, collate, episode_metrics, rollout
 

@@ -134,7 +134,7 @@ def test_bad_ppo_configs_fail_before_compute(tmp_path):
 
 def test_a_reward_model_replaces_or_mixes_with_the_env_reward(tiny_model_path, tmp_path):
     """reward = env_reward_coef · env reward per turn + reward_model_coef · RM(transcript) at the last turn."""
-    from agentgym.llm import LLMPolicy
+    from agentgym.trainers.llm import LLMPolicy
     from agentgym.trainers.reward_model import RewardModel
 
     torch.manual_seed(0)

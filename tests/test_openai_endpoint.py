@@ -14,11 +14,11 @@ import pytest
 
 from agentgym.cli import main
 from agentgym.envs.weather_run import WeatherRunEnv
-from agentgym.evaluation import evaluate_agent
-from agentgym.http_service import HTTPService
-from agentgym.model_server import LLMResponder, ModelServer, ScriptedResponder, to_choice
-from agentgym.openai_agent import OpenAIAgent, OpenAIConfig
-from agentgym.reports import load_episodes
+from agentgym.app.evaluation import evaluate_agent
+from agentgym.app.http_service import HTTPService
+from agentgym.app.model_server import LLMResponder, ModelServer, ScriptedResponder, to_choice
+from agentgym.app.openai_agent import OpenAIAgent, OpenAIConfig
+from agentgym.app.reports import load_episodes
 
 WEATHER = "agentgym/WeatherRun-v0"
 FAST_RETRIES = {"max_retries": 2, "backoff": 0.01, "max_backoff": 0.05}
@@ -133,7 +133,7 @@ def test_a_concurrent_run_killed_mid_flight_loses_no_finished_episode(tmp_path):
 
 
 def test_the_tiny_model_served_over_http(tiny_model_path, tmp_path):
-    from agentgym.llm import LLMPolicy
+    from agentgym.trainers.llm import LLMPolicy
 
     with ModelServer(LLMResponder(LLMPolicy.from_pretrained(tiny_model_path), name="tiny")) as server:
         assert httpx.get(f"{server.url}/models", timeout=5).json()["data"][0]["id"] == "tiny"
@@ -175,7 +175,7 @@ def test_the_tiny_model_served_over_http(tiny_model_path, tmp_path):
 
 
 def test_the_model_server_checks_what_the_model_is_given(tiny_model_path):
-    from agentgym.llm import LLMPolicy
+    from agentgym.trainers.llm import LLMPolicy
 
     with ModelServer(LLMResponder(LLMPolicy.from_pretrained(tiny_model_path), name="tiny")) as server:
         url = f"{server.url}/chat/completions"

@@ -11,7 +11,7 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from agentgym.llm import LLMPolicy
+from agentgym.trainers.llm import LLMPolicy
 from agentgym.spaces import AnyText
 from agentgym.tools import ToolCall
 from agentgym.trainers.preferences import (

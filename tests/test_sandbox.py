@@ -1,4 +1,4 @@
-"""The sandbox (agentgym.sandbox): every available layer, the hostile-program suite, and results that code inside
+"""The sandbox (agentgym.envs.sandbox): every available layer, the hostile-program suite, and results that code inside
 cannot forge.
 
 Each test's id names the layer it ran on (``[bwrap-...]``, ``[unshare-...]``, ``[unsafe]``), and the layer is
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from agentgym import sandbox as sandbox_module
-from agentgym.sandbox import (
+from agentgym.envs import sandbox as sandbox_module
+from agentgym.envs.sandbox import (
     SANDBOX_ENV,
     UID_BASE,
     UID_SPAN,

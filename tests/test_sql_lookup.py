@@ -31,7 +31,7 @@ from agentgym.envs.sql_data import (
 )
 from agentgym.envs.sql_lookup import SQLLookupEnv, looks_empty, results_match, rows_from_value
 from agentgym.envs.sql_safety import QueryError, ReadOnlySQLite, check_statement
-from agentgym.evaluation import RandomAgent, evaluate
+from agentgym.app.evaluation import RandomAgent, evaluate
 from agentgym.tools import ToolCall
 from agentgym.trainers import QLearning
 from agentgym.wrappers import DiscreteToolActions

@@ -13,11 +13,11 @@ import pytest
 
 import agentgym  # noqa: F401  (registers the ids)
 from agentgym.envs.weather_data import load_snapshot
-from agentgym.llm import LLMPolicy
+from agentgym.trainers.llm import LLMPolicy
 from agentgym.parser import parse_tool_calls
 from agentgym.registration import ENV_IDS
-from agentgym.tiny_corpus import chat_documents, made_up_name
-from agentgym.tiny_model import BASE_DIR, base_model_path
+from agentgym.trainers.tiny_corpus import chat_documents, made_up_name
+from agentgym.trainers.tiny_model import BASE_DIR, base_model_path
 
 
 def test_corpus_never_mentions_a_task_tool_or_city():
@@ -69,7 +69,7 @@ def test_base_copies_unseen_multi_word_names_exactly():
 
 def test_pretraining_is_a_function_of_the_seed(tmp_path):
     """Two short builds with the same seed write the same files, byte for byte (same machine and threads)."""
-    from agentgym.tiny_model import pretrain_base
+    from agentgym.trainers.tiny_model import pretrain_base
 
     kwargs = dict(
         steps=2,
@@ -89,12 +89,12 @@ def test_pretraining_is_a_function_of_the_seed(tmp_path):
 
 def test_the_default_corpus_is_the_one_the_shipped_base_was_built_from():
     """Changing the default mix (or a draw in the generator) changes the corpus: the shipped weights would no
-    longer be what ``python -m agentgym.tiny_model pretrain`` builds. Options such as ``opaque_tools`` draw
+    longer be what ``python -m agentgym.trainers.tiny_model pretrain`` builds. Options such as ``opaque_tools`` draw
     nothing at their default."""
     import hashlib
     import json
 
-    from agentgym.tiny_corpus import CorpusMix
+    from agentgym.trainers.tiny_corpus import CorpusMix
 
     docs = list(itertools.islice(chat_documents(0), 300))
     digest = hashlib.sha256(json.dumps(docs).encode()).hexdigest()

@@ -1,4 +1,4 @@
-"""agentgym.integrations.trl: TRL's GRPOTrainer trains the tiny model on WeatherRun through environment_factory and
+"""agentgym.app.trl: TRL's GRPOTrainer trains the tiny model on WeatherRun through environment_factory and
 through rollout_func, and the rewards TRL logs are the env's own when the same actions are replayed."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ trl = pytest.importorskip("trl")
 pytestmark = pytest.mark.filterwarnings("ignore:.*gradient_checkpointing.*:FutureWarning")  # transformers 5 vs TRL
 
 import agentgym  # noqa: E402,F401
-from agentgym.integrations.trl import (  # noqa: E402
+from agentgym.app.trl import (  # noqa: E402
     RESET_KEY,
     AgentGymRollout,
     agentgym_reward_func,
@@ -345,7 +345,7 @@ def test_trl_stays_optional():
         "assert 'trl' not in sys.modules, 'import agentgym imported trl'\n"
         "sys.modules['trl'] = None\n"
         "try:\n"
-        "    import agentgym.integrations.trl\n"
+        "    import agentgym.app.trl\n"
         "except ImportError as exc:\n"
         "    print(exc)\n"
     )

@@ -20,7 +20,7 @@ from agentgym.envs.weather_data import (
     write_snapshot,
 )
 from agentgym.envs.weather_run import WeatherOracle
-from agentgym.evaluation import evaluate
+from agentgym.app.evaluation import evaluate
 from agentgym.trainers import PPO, REINFORCE, QLearning
 from agentgym.wrappers import DiscreteToolActions
 

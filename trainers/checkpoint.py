@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from agentgym.llm import LLMPolicy
+from agentgym.trainers.llm import LLMPolicy
 
 __all__ = ["latest_checkpoint", "load_trainer_state", "read_run_config", "save_checkpoint"]
 

@@ -12,7 +12,7 @@ directly, anchored to a frozen reference π_ref (a copy of the start policy unle
 ``reward_accuracy`` (share of pairs with r̂(y_w) > r̂(y_l); 0 at the start, where π_θ = π_ref),
 ``chosen_logp``/``rejected_logp``, ``chosen_nll`` and ``loss``.
 
-For an agent, ``y`` is a whole episode: ``log π(y)`` sums :func:`~agentgym.llm.token_logprobs` over
+For an agent, ``y`` is a whole episode: ``log π(y)`` sums :func:`~agentgym.trainers.llm.token_logprobs` over
 every token the policy wrote in every sample of the episode; what the env wrote is context (masked).
 Pairs played here keep each episode's samples, so a response is scored in exactly the context it
 was played in (``context="summary"``: every turn in its own short prompt). Pairs from a JSONL file
@@ -58,9 +58,9 @@ from pydantic import Field, model_validator
 from torch import Tensor
 
 import agentgym
-from agentgym.llm import LLMPolicy, token_logprobs
-from agentgym.metrics import MetricsWriter
-from agentgym.plotting import plot_learning_curves
+from agentgym.trainers.llm import LLMPolicy, token_logprobs
+from agentgym.trainers.metrics import MetricsWriter
+from agentgym.trainers.plotting import plot_learning_curves
 from agentgym.trainers.optim import adamw_with_warmup
 from agentgym.trainers.preferences import (
     PairsConfig,

@@ -44,9 +44,9 @@ from torch import Tensor
 
 import agentgym
 from agentgym.core import valid_utf8
-from agentgym.llm import LLMPolicy, TokenScores, score_tokens
-from agentgym.metrics import MetricsWriter
-from agentgym.plotting import plot_learning_curves
+from agentgym.trainers.llm import LLMPolicy, TokenScores, score_tokens
+from agentgym.trainers.metrics import MetricsWriter
+from agentgym.trainers.plotting import plot_learning_curves
 from agentgym.registration import make_env
 from agentgym.trainers.checkpoint import latest_checkpoint, load_trainer_state, read_run_config, save_checkpoint
 from agentgym.trainers.optim import adamw_with_warmup
@@ -105,7 +105,7 @@ class OnlineConfig(BaseModel):
 class TokenScorer(torch.nn.Module):
     """The training pass as one module (policy + optional value head), so DDP can wrap it.
 
-    ``forward`` is :func:`agentgym.llm.score_tokens` on a collated batch.
+    ``forward`` is :func:`agentgym.trainers.llm.score_tokens` on a collated batch.
     """
 
     def __init__(self, model: torch.nn.Module, value_head: torch.nn.Module | None = None) -> None:

@@ -39,7 +39,7 @@ from typing import Any
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentgym.llm import LLMPolicy
+from agentgym.trainers.llm import LLMPolicy
 from agentgym.registration import make_env
 from agentgym.trainers.rollout import Episode, RolloutConfig, Sample, random_resets, rollout
 

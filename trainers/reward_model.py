@@ -45,9 +45,9 @@ from pydantic import Field
 from torch import Tensor
 
 import agentgym
-from agentgym.llm import LLMPolicy
-from agentgym.metrics import MetricsWriter
-from agentgym.plotting import plot_learning_curves
+from agentgym.trainers.llm import LLMPolicy
+from agentgym.trainers.metrics import MetricsWriter
+from agentgym.trainers.plotting import plot_learning_curves
 from agentgym.trainers.optim import adamw_with_warmup
 from agentgym.trainers.preferences import (
     PairsConfig,

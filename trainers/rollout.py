@@ -34,8 +34,8 @@ import gymnasium as gym
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentgym.decoding import PrefixCache
-from agentgym.llm import LLMPolicy
+from agentgym.trainers.decoding import PrefixCache
+from agentgym.trainers.llm import LLMPolicy
 from agentgym.registration import split_kwargs
 from agentgym.tools import ToolCall
 

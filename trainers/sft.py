@@ -24,9 +24,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 import agentgym
 from agentgym.data import read_jsonl
-from agentgym.llm import LLMPolicy, token_logprobs
-from agentgym.metrics import MetricsWriter
-from agentgym.plotting import plot_learning_curves
+from agentgym.trainers.llm import LLMPolicy, token_logprobs
+from agentgym.trainers.metrics import MetricsWriter
+from agentgym.trainers.plotting import plot_learning_curves
 from agentgym.registration import make_env
 from agentgym.trainers.checkpoint import latest_checkpoint, load_trainer_state, read_run_config, save_checkpoint
 from agentgym.trainers.optim import adamw_with_warmup

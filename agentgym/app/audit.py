@@ -30,7 +30,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentgym.core import valid_utf8
-from agentgym.reports import error_line
+from agentgym.app.reports import error_line
 
 __all__ = ["AuditReport", "LoggedEpisode", "audit_run", "format_audit", "read_logged_episodes"]
 

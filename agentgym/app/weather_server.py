@@ -5,7 +5,7 @@ port 0 and drive the ``http`` backend against it. The schema is documented in
 :mod:`agentgym.envs.weather_backends`.
 
 The API is GET-only, so the server takes no request body (a Content-Length above 0 is answered 413 before
-anything is read); everything else a client may send is bounded by :class:`agentgym.http_service.Limits`
+anything is read); everything else a client may send is bounded by :class:`agentgym.app.http_service.Limits`
 (defaults: 512 open connections, 32 requests answered at once, 16 KiB of request line and headers, 20 s for a
 request to arrive, 60 s idle keep-alive). ``WeatherServer(limits=Limits(...))`` changes them.
 """
@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from agentgym.envs.weather_data import SNAPSHOT_V0, WeatherRecord, city_key, load_snapshot
-from agentgym.http_service import HTTPService, Limits
+from agentgym.app.http_service import HTTPService, Limits
 
 __all__ = ["WeatherServer"]
 

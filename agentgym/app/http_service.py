@@ -1,7 +1,7 @@
 """The HTTP server agentgym's services share: run it in the foreground, or in a background thread.
 
-``agentgym serve weather`` (:class:`agentgym.envs.weather_server.WeatherServer`) and ``agentgym serve
-model`` (:class:`agentgym.model_server.ModelServer`) subclass :class:`HTTPService`; tests start them
+``agentgym serve weather`` (:class:`agentgym.app.weather_server.WeatherServer`) and ``agentgym serve
+model`` (:class:`agentgym.app.model_server.ModelServer`) subclass :class:`HTTPService`; tests start them
 on 127.0.0.1 with port 0 inside ``with`` blocks. Handlers are ordinary
 :class:`http.server.BaseHTTPRequestHandler` subclasses (``do_GET``, ``do_POST``, ``self.rfile``, ``self.wfile``);
 each request gets a fresh instance, run as ``setup()``, ``handle_one_request()``, ``finish()`` (``handle`` is not
@@ -48,7 +48,7 @@ blocking reads, no limits), 300 half-sent requests held 300 threads for as long 
 ``Content-Length: -1`` or a length past the body held a thread forever. Here 300 half-sent requests hold no
 thread, and a well-behaved client is served in milliseconds while they are open (tests/test_hostile_http.py).
 The reader's memory is bounded by ``max_buffered_bytes``, plus ``max_head_bytes`` and a 64 KiB read per open
-connection; what a handler builds from a body is its service's to bound (see :mod:`agentgym.model_server`).
+connection; what a handler builds from a body is its service's to bound (see :mod:`agentgym.app.model_server`).
 A worker is held by one request at a time, at most ``write_timeout_s`` by a client that stops reading.
 """
 

@@ -9,8 +9,8 @@ from typing import Any
 import gymnasium as gym
 
 import agentgym
-from agentgym.metrics import MetricsWriter
-from agentgym.plotting import plot_learning_curves
+from agentgym.trainers.metrics import MetricsWriter
+from agentgym.trainers.plotting import plot_learning_curves
 
 __all__ = ["ALGORITHMS", "TABULAR", "train"]
 

@@ -2,7 +2,7 @@
 
 ::
 
-    from agentgym.sandbox import Sandbox
+    from agentgym.envs.sandbox import Sandbox
 
     box = Sandbox()                                    # the best isolation layer this machine has
     result = box.run("print(sum(range(10)))")
@@ -20,7 +20,7 @@
   ``/dev``; a tmpfs work dir of ``disk_mb`` at ``/work`` (``/tmp`` points there). No ``/root``, no ``/home``, no
   ``/etc``. bwrap itself is started with the sandbox's clean environment, so ``/proc/1/environ`` shows nothing else.
 - ``"unshare"`` (util-linux; root only): the same namespaces without a user namespace, and the same root file
-  system, built by :mod:`agentgym.sandbox_inside` as root inside the new namespaces before it drops
+  system, built by :mod:`agentgym.envs.sandbox_inside` as root inside the new namespaces before it drops
   privileges and chroots; its init also enforces the wall-clock limit itself.
 - ``"unsafe"``: rlimits, the system-call filter and an unprivileged uid only, in a temporary directory: **not a
   security boundary** (the code sees the file system and the network). Used only with ``allow_unsafe=True``, with
@@ -643,7 +643,7 @@ def layer_status(python: str | None = None) -> dict[str, str | None]:
 # ============================================================================ the sandbox
 
 _UNSAFE_WARNING = (
-    "agentgym.sandbox: running code with the 'unsafe' layer — rlimits and an unprivileged uid only, NOT a "
+    "agentgym.envs.sandbox: running code with the 'unsafe' layer — rlimits and an unprivileged uid only, NOT a "
     "security boundary: the code can read files and use the network. Use it only for code you trust; install "
     "bubblewrap (apt-get install bubblewrap) for real isolation."
 )
@@ -963,7 +963,7 @@ class Sandbox:
                     pass
             killed.update(pids)
             if time.monotonic() > deadline:
-                message = f"agentgym.sandbox: processes of uid {uid} survive SIGKILL: {pids}"
+                message = f"agentgym.envs.sandbox: processes of uid {uid} survive SIGKILL: {pids}"
                 warnings.warn(message, RuntimeWarning, stacklevel=3)
                 break
             time.sleep(0.002)

@@ -410,7 +410,7 @@ def markdown_table(runs: dict[str, RunSummary]) -> str:
 
 def plot_success(runs: dict[str, RunSummary], path: str | Path) -> Path:
     """A bar chart of each run's success rate with its 95 % Wilson interval as error bars."""
-    from agentgym.plotting import _pyplot, _save
+    from agentgym.trainers.plotting import _pyplot, _save
 
     plt = _pyplot()
     labels = list(runs)

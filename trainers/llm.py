@@ -1,7 +1,7 @@
 """A Hugging Face causal LM as a policy over token ids: chat formatting, sampling, log-probs.
 
 ``LLMPolicy.from_pretrained(path_or_hub_id)`` loads any causal LM with its tokenizer and chat
-template (``agentgym.tiny_model.build_tiny_model`` makes a local one). Everything a trainer needs
+template (``agentgym.trainers.tiny_model.build_tiny_model`` makes a local one). Everything a trainer needs
 is here and works on token ids, never on re-tokenised text:
 
 - :meth:`LLMPolicy.chat_ids` renders messages with the model's chat template (tool schemas go to
@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from agentgym.decoding import Decoder, PrefixCache, supports
+from agentgym.trainers.decoding import Decoder, PrefixCache, supports
 
 __all__ = ["Generation", "LLMPolicy", "TokenScores", "score_tokens", "token_logprobs"]
 
@@ -76,11 +76,11 @@ class LLMPolicy:
     @classmethod
     def from_pretrained(cls, name_or_path: str | Path, *, dtype: torch.dtype | None = None, **kwargs: Any) -> LLMPolicy:
         """Load model and tokenizer with ``from_pretrained``: a local path, a hub id, or ``"tiny"`` (the
-        shipped tiny base model, :func:`agentgym.tiny_model.base_model_path`)."""
+        shipped tiny base model, :func:`agentgym.trainers.tiny_model.base_model_path`)."""
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         if str(name_or_path) == "tiny":
-            from agentgym.tiny_model import base_model_path
+            from agentgym.trainers.tiny_model import base_model_path
 
             name_or_path = base_model_path()
 
@@ -147,7 +147,7 @@ class LLMPolicy:
         log-probs are those of the distribution sampled from (logits / temperature, before top-p),
         which is what :func:`token_logprobs` recomputes in training.
 
-        Llama-family models run on :class:`agentgym.decoding.Decoder` (identical prompts are encoded
+        Llama-family models run on :class:`agentgym.trainers.decoding.Decoder` (identical prompts are encoded
         once; with a ``cache`` and one key per prompt, a prompt that extends its key's earlier prompt and
         continuation reuses their keys and values, and each row's are stored back under its key). Other
         models run ``model.forward`` with a ``DynamicCache`` and ignore ``cache``.

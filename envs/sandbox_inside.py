@@ -1,7 +1,7 @@
-"""The code that runs *inside* a :class:`~agentgym.sandbox.Sandbox`: the job runner and, for the ``unshare``
+"""The code that runs *inside* a :class:`~agentgym.envs.sandbox.Sandbox`: the job runner and, for the ``unshare``
 layer, the setup of the sandbox's root file system that comes before it.
 
-Standard library only, for Python ≥ 3.10: :mod:`agentgym.sandbox` passes this file's source to the sandbox's
+Standard library only, for Python ≥ 3.10: :mod:`agentgym.envs.sandbox` passes this file's source to the sandbox's
 interpreter with ``python -S -B -c``, so nothing here imports agentgym (whose files are not visible inside the
 sandbox). Before the submitted code runs it imports only built-in modules (``json``, ``signal`` and
 ``traceback`` would add ~10 ms to every run); ``traceback`` is imported only to show one.

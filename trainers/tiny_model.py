@@ -1,13 +1,13 @@
 """The tiny language models: the shipped pretrained base (``--model tiny``) and random-weight test models.
 
-**The shipped base** (``agentgym/tiny_base/``, loaded by ``LLMPolicy.from_pretrained("tiny")`` and
+**The shipped base** (``trainers/tiny_base/``, loaded by ``LLMPolicy.from_pretrained("tiny")`` and
 ``--model tiny``; :func:`base_model_path` checks every file against ``SHA256SUMS``) is a Llama-config causal
 LM of 900,352 parameters (4 layers, width 128, 4 heads with 2 key/value heads, MLP 384, tied embeddings,
 vocabulary 881; 3.6 MB of safetensors). It was pretrained by code in this repo, from seed 0::
 
-    python -m agentgym.tiny_model pretrain      # 21 min (1,247 s) on 2 cores (AMD EPYC), 2 torch threads
+    python -m agentgym.trainers.tiny_model pretrain      # 21 min (1,247 s) on 2 cores (AMD EPYC), 2 torch threads
 
-on :mod:`agentgym.tiny_corpus`, a synthetic, task-agnostic chat corpus: 2,000 steps × 32 chats, AdamW
+on :mod:`agentgym.trainers.tiny_corpus`, a synthetic, task-agnostic chat corpus: 2,000 steps × 32 chats, AdamW
 (3e-3, β 0.9/0.95, cosine to 10 % after 100 warm-up steps), the loss on the assistant's tokens. The mix:
 half the chats are *copy drills* (a list of made-up tools, a one-line state naming something with one to
 three made-up words, accents included, or a code of random characters, and the call that copies it into
@@ -274,10 +274,10 @@ def pretrain_base(
     progress_bar: bool = True,
     mix: Any = None,
 ) -> Path:
-    """Pretrain the tiny base model on :mod:`agentgym.tiny_corpus` and save it (with SHA-256 sums) under ``path``.
+    """Pretrain the tiny base model on :mod:`agentgym.trainers.tiny_corpus` and save it (with SHA-256 sums) under ``path``.
 
     The tokenizer's merges come from the corpus (its first 5,000 chats); the model sees only the corpus,
-    with the loss on the assistant's tokens. ``mix`` (a :class:`agentgym.tiny_corpus.CorpusMix`) changes
+    with the loss on the assistant's tokens. ``mix`` (a :class:`agentgym.trainers.tiny_corpus.CorpusMix`) changes
     the corpus; the shipped base used the default.
     """
     import hashlib
@@ -287,7 +287,7 @@ def pretrain_base(
     import torch
     from tqdm.auto import tqdm
 
-    from agentgym.tiny_corpus import chat_documents
+    from agentgym.trainers.tiny_corpus import chat_documents
 
     if threads:
         torch.set_num_threads(threads)
@@ -351,7 +351,7 @@ def base_model_path(path: str | Path | None = None) -> Path:
     path = Path(path) if path is not None else BASE_DIR
     sums = path / BASE_SHA256
     if not sums.is_file():
-        build = "python -m agentgym.tiny_model pretrain"
+        build = "python -m agentgym.trainers.tiny_model pretrain"
         raise FileNotFoundError(f"{sums}: no shipped tiny base model here (build it: {build})")
     for line in sums.read_text().splitlines():
         digest, name = line.split(maxsplit=1)
@@ -362,10 +362,10 @@ def base_model_path(path: str | Path | None = None) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m agentgym.tiny_model pretrain [--out DIR] [--steps N] [--seed S]``: rebuild the base."""
+    """``python -m agentgym.trainers.tiny_model pretrain [--out DIR] [--steps N] [--seed S]``: rebuild the base."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m agentgym.tiny_model", description="Pretrain the tiny base model.")
+    parser = argparse.ArgumentParser(prog="python -m agentgym.trainers.tiny_model", description="Pretrain the tiny base model.")
     parser.add_argument("command", choices=["pretrain"])
     parser.add_argument("--out", default=str(BASE_DIR), help="where to write it (default: the shipped copy)")
     parser.add_argument("--steps", type=int, default=PRETRAIN_STEPS)
@@ -379,7 +379,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="a CorpusMix field, e.g. --mix opaque_tools=0.5 (repeatable; default: the shipped mix)",
     )
     args = parser.parse_args(argv)
-    from agentgym.tiny_corpus import CorpusMix
+    from agentgym.trainers.tiny_corpus import CorpusMix
 
     try:
         mix = CorpusMix(**{k: json.loads(v) for k, v in (item.split("=", 1) for item in args.mix)})

@@ -2,16 +2,16 @@
 
 :func:`evaluate_agent` is the benchmark runner behind ``agentgym eval``: it plays an agent given as a
 spec string on a registered env, writes every episode to ``out_dir/episodes.jsonl`` as it ends, can
-resume a killed run, and returns (and writes) a :class:`~agentgym.reports.RunSummary`::
+resume a killed run, and returns (and writes) a :class:`~agentgym.app.reports.RunSummary`::
 
-    from agentgym.evaluation import evaluate_agent
+    from agentgym.app.evaluation import evaluate_agent
 
     summary = evaluate_agent("agentgym/WeatherRun-v0", "oracle", split="test", out_dir="runs/oracle")
     summary.success_rate, summary.success_ci95        # 1.0, (0.963, 1.0)
 
 Agent specs: ``random``, ``oracle``, ``qtable:PATH``, ``torch:PATH`` (see :func:`make_agent`),
 ``hf:PATH_OR_HUB_ID`` (a causal LM played by :func:`agentgym.trainers.rollout.rollout`, greedy by
-default) and ``openai:MODEL@BASE_URL`` (an OpenAI-compatible endpoint, :mod:`agentgym.openai_agent`).
+default) and ``openai:MODEL@BASE_URL`` (an OpenAI-compatible endpoint, :mod:`agentgym.app.openai_agent`).
 :func:`evaluate` is the plain in-memory loop for any policy object.
 """
 
@@ -32,7 +32,7 @@ from pydantic import BaseModel
 
 import agentgym
 from agentgym.registration import split_kwargs
-from agentgym.reports import (
+from agentgym.app.reports import (
     EpisodeRecord,
     RunConfig,
     RunSummary,
@@ -262,7 +262,7 @@ class _HFPlayer(_Player):
     def play(self, jobs: list[tuple[int, dict[str, Any]]], emit: Callable[[EpisodeRecord], None]) -> None:
         import torch
 
-        from agentgym.llm import LLMPolicy
+        from agentgym.trainers.llm import LLMPolicy
 
         if not jobs:
             return
@@ -333,14 +333,14 @@ def _prompt_tokens(samples: list[Any]) -> int:
 
 
 class _OpenAIPlayer(_Player):
-    """An OpenAI-compatible endpoint, ``concurrency`` episodes in flight (``agentgym.openai_agent.OpenAIAgent``)."""
+    """An OpenAI-compatible endpoint, ``concurrency`` episodes in flight (``agentgym.app.openai_agent.OpenAIAgent``)."""
 
     def __init__(self, config: Any, env_factory: Callable[[], gym.Env], concurrency: int, seed: int) -> None:
         self.config, self.env_factory, self.concurrency, self.seed = config, env_factory, concurrency, seed
         self.settings = config.settings()
 
     def play(self, jobs: list[tuple[int, dict[str, Any]]], emit: Callable[[EpisodeRecord], None]) -> None:
-        from agentgym.openai_agent import OpenAIAgent
+        from agentgym.app.openai_agent import OpenAIAgent
 
         agent = OpenAIAgent(self.config, seed=self.seed)
         _run_async(agent.play_all(self.env_factory, jobs, concurrency=self.concurrency, on_episode=emit, check=False))
@@ -362,7 +362,7 @@ def _player(
     if kind == "openai":
         import os
 
-        from agentgym.openai_agent import OpenAIConfig, check_endpoint, parse_spec
+        from agentgym.app.openai_agent import OpenAIConfig, check_endpoint, parse_spec
 
         model, base_url = parse_spec(arg)
         values = {"model": model, "base_url": base_url, **sampling}
@@ -407,7 +407,7 @@ def evaluate_agent(
     match; ``episodes`` may grow). ``concurrency``: episodes in flight (``openai:``) or the batch size
     (``hf:``); the other agents play one episode at a time. ``sampling``: settings of an ``hf:`` agent
     (:class:`~agentgym.trainers.rollout.RolloutConfig` fields, plus ``device`` and ``dtype``; greedy
-    by default) or an ``openai:`` agent (:class:`~agentgym.openai_agent.OpenAIConfig` fields);
+    by default) or an ``openai:`` agent (:class:`~agentgym.app.openai_agent.OpenAIConfig` fields);
     ``api_key_env`` names the variable holding the endpoint's key. ``callback(record)`` is called
     after each episode is written; if it raises, the run stops there (and can be resumed).
 

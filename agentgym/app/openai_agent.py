@@ -18,7 +18,7 @@ with the reason, never raised; its env is closed and the next episode gets a fre
 response that no request can carry (a lone surrogate, which a JSON escape can spell) becomes U+FFFD.
 
     import asyncio, gymnasium as gym
-    from agentgym.openai_agent import OpenAIAgent, OpenAIConfig
+    from agentgym.app.openai_agent import OpenAIAgent, OpenAIConfig
 
     agent = OpenAIAgent(OpenAIConfig(model="qwen2.5-7b", base_url="http://127.0.0.1:8000/v1"))
     records = asyncio.run(agent.play_all(lambda: gym.make("agentgym/WeatherRun-v0", split="test"),
@@ -44,7 +44,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agentgym.core import valid_utf8
-from agentgym.reports import EpisodeRecord, error_line
+from agentgym.app.reports import EpisodeRecord, error_line
 from agentgym.tools import ToolCall
 
 __all__ = ["EndpointError", "OpenAIAgent", "OpenAIConfig", "check_endpoint", "parse_spec"]

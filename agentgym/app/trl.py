@@ -36,7 +36,7 @@ configs default to bf16)::
     from transformers import AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from agentgym.integrations.trl import environment_factory, make_dataset
+    from agentgym.app.trl import environment_factory, make_dataset
 
     env_id = "agentgym/WeatherRun-v0"
     model = "Qwen/Qwen2.5-0.5B-Instruct"  # a chat template with tool calling
@@ -61,7 +61,7 @@ configs default to bf16)::
 
 The same with ``rollout_func`` (any chat template; transformers generation)::
 
-    from agentgym.integrations.trl import AgentGymRollout, env_return
+    from agentgym.app.trl import AgentGymRollout, env_return
 
     trainer = GRPOTrainer(
         model=model,
@@ -73,7 +73,7 @@ The same with ``rollout_func`` (any chat template; transformers generation)::
 
 Single-turn with a reward function::
 
-    from agentgym.integrations.trl import agentgym_reward_func
+    from agentgym.app.trl import agentgym_reward_func
 
     trainer = GRPOTrainer(
         model=model,
@@ -113,13 +113,13 @@ try:
     from trl.models.utils import unwrap_model_for_generation
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess by the tests
     raise ImportError(
-        f'agentgym.integrations.trl needs TRL (>= 1.16): pip install "agentgym-suite[trl]" (import failed: {exc})'
+        f'agentgym.app.trl needs TRL (>= 1.16): pip install "agentgym-suite[trl]" (import failed: {exc})'
     ) from exc
 
 import gymnasium as gym
 import torch
 
-from agentgym.llm import Generation, LLMPolicy
+from agentgym.trainers.llm import Generation, LLMPolicy
 from agentgym.registration import ENV_IDS, make_env
 from agentgym.tools import Tool, ToolCall
 
@@ -594,7 +594,7 @@ class AgentGymRollout:
             if reset is None:
                 raise ValueError(
                     f"prompt {i} carries no {RESET_KEY!r}: build the dataset with "
-                    "agentgym.integrations.trl.make_dataset, which records each prompt's task"
+                    "agentgym.app.trl.make_dataset, which records each prompt's task"
                 )
             resets.append(reset)
         systems = [

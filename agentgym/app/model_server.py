@@ -1,7 +1,7 @@
 """A small OpenAI-compatible chat-completions server for a local model or a scripted policy.
 
 ``agentgym serve model --model PATH`` serves a Hugging Face causal LM (a directory or hub id,
-loaded with :meth:`agentgym.llm.LLMPolicy.from_pretrained`); ``agentgym serve model --scripted
+loaded with :meth:`agentgym.trainers.llm.LLMPolicy.from_pretrained`); ``agentgym serve model --scripted
 oracle --env ID`` answers with the env's scripted expert after ``--latency-ms`` — a stand-in
 endpoint with a known score and a fixed delay, to test any agent client and to benchmark
 concurrency. Tests start it on 127.0.0.1 with port 0 (:class:`ModelServer` as a context manager).
@@ -20,7 +20,7 @@ Endpoints (the subset of the OpenAI API that agents use):
 
 Requests are handled in threads; the model generates one request at a time (no batching).
 
-What a client may send is bounded (:mod:`agentgym.http_service` does the HTTP part, for every agentgym
+What a client may send is bounded (:mod:`agentgym.app.http_service` does the HTTP part, for every agentgym
 server): bodies up to 1 MiB (413 past it, before the body is read), 8 MiB of bodies in the server at once
 (503 + ``Retry-After``), 20 s for a request to arrive (408), 512 open connections and 32 requests answered
 at once; ``ModelServer(..., limits=Limits(max_body_bytes=4 << 20))`` changes them (:data:`LIMITS` are the
@@ -47,7 +47,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from agentgym.http_service import HTTPService, Limits
+from agentgym.app.http_service import HTTPService, Limits
 from agentgym.parser import parse_tool_calls
 from agentgym.tools import ToolCall
 
@@ -206,7 +206,7 @@ def _call_texts(message: Message) -> str:
 
 
 class LLMResponder:
-    """Answers with a local causal LM (an :class:`agentgym.llm.LLMPolicy`)."""
+    """Answers with a local causal LM (an :class:`agentgym.trainers.llm.LLMPolicy`)."""
 
     def __init__(self, policy: Any, name: str = "local-model", max_new_tokens: int = 256) -> None:
         self.policy, self.name, self.max_new_tokens = policy, name, max_new_tokens
@@ -214,8 +214,8 @@ class LLMResponder:
 
     @classmethod
     def from_pretrained(cls, name_or_path: str | Path, **kwargs: Any) -> LLMResponder:
-        from agentgym.evaluation import model_source
-        from agentgym.llm import LLMPolicy
+        from agentgym.app.evaluation import model_source
+        from agentgym.trainers.llm import LLMPolicy
 
         kwargs.setdefault("name", str(name_or_path))
         return cls(LLMPolicy.from_pretrained(model_source(name_or_path)), **kwargs)

@@ -19,7 +19,7 @@ Two savings come with owning the cache:
 
 Layout: rows are right-aligned at the prompt's end (column ``P``), left padding is masked out, and the
 ``t``-th new token is written at column ``P + t``. :func:`supports` says whether a model can use it;
-:class:`agentgym.llm.LLMPolicy` falls back to ``model.forward`` for any other architecture.
+:class:`agentgym.trainers.llm.LLMPolicy` falls back to ``model.forward`` for any other architecture.
 """
 
 from __future__ import annotations
