@@ -16,7 +16,9 @@ A task subclasses :class:`ToolEnv` and defines
 Spaces: actions and observations are :class:`~agentgym.spaces.AnyText`. Observations: the first
 holds the task, the tools, the call format and the state summary; each later one holds the task,
 the last ``history`` turns (action and result), the result of this step and the state summary — the
-one-line summary is the memory that replaces a long transcript.
+one-line summary is the memory that replaces a long transcript. The observation text is rendered from
+an :class:`ObservationParts` (``env.unwrapped.observation_parts()``): a trainer or an integration that
+needs the task, the tools, the turns or the summary takes them from there, never by parsing the text.
 
 ``info`` at every step: ``tool_call`` (the first call as a dict, or None), ``tool_calls``,
 ``parse_error`` (why the action was rejected, or None), ``format`` and ``canonical`` (which call
@@ -41,8 +43,8 @@ import re
 import warnings
 from collections import deque
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar, NamedTuple
 
 import gymnasium as gym
 
@@ -50,14 +52,36 @@ from agentgym.parser import MAX_ACTION_CHARS, ParseResult, format_instructions, 
 from agentgym.spaces import AnyText
 from agentgym.tools import Tool, ToolCall, ToolError, ToolResult
 
-__all__ = ["ToolEnv"]
+__all__ = [
+    "MAX_SHOWN_ACTION_CHARS",
+    "Interpretation",
+    "ObservationParts",
+    "ToolEnv",
+    "Turn",
+    "past_turn",
+    "parts_of",
+    "recent_turns",
+]
 
 _CACHE_SIZE = 512  # distinct action strings whose interpretation is memoised per env
+_MEMO_MAX_ACTION_CHARS = 4096
+"""Longest action string whose interpretation is memoised; a longer one is parsed afresh at every step. With
+:data:`_CACHE_SIZE` keys this bounds the memo's keys at 512 × 4096 characters (2 MiB of ASCII); the actions a
+policy repeats (menu actions, short calls) are far shorter."""
+
+MAX_SHOWN_ACTION_CHARS = 500
+"""An action is cut to this many characters where a later observation shows it as a past turn (``history``), so
+that ``history`` turns of a policy that writes long actions cost at most ``history`` × 500 characters of action
+text (the whole observation is cut to ``max_observation_length`` in any case)."""
 
 
 @dataclass(frozen=True)
-class _Interpretation:
-    """An action string, parsed and validated: pure in the action text, so it is memoised."""
+class Interpretation:
+    """What :meth:`ToolEnv.interpret` makes of an action string: it is pure in the text, so it is memoised.
+
+    ``parse`` is the parser's result (calls, format, canonical); ``calls`` pairs each call's tool with its validated
+    arguments; ``error`` says why the action is rejected (parse or validation), or is None for a valid action.
+    """
 
     parse: ParseResult
     calls: tuple[tuple[Tool, dict[str, Any]], ...] = ()
@@ -83,6 +107,82 @@ def safe_text(text: str) -> str:
 
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 30] + f" …[{len(text) - limit + 30} chars cut]"
+
+
+class Turn(NamedTuple):
+    """One past turn as an observation shows it: the action (see :func:`past_turn`) and the result it got."""
+
+    action: str
+    result: str
+
+    def render(self) -> str:
+        """``"Action: {action}\\nResult: {result}\\n"``."""
+        return f"Action: {self.action}\nResult: {self.result}\n"
+
+
+def past_turn(action: Any, result: str) -> Turn:
+    """``action`` and its ``result`` as a past turn is shown: the action cut to :data:`MAX_SHOWN_ACTION_CHARS`,
+    both as safe text (:func:`safe_text`)."""
+    return Turn(safe_text(_clip(str(action), MAX_SHOWN_ACTION_CHARS)), safe_text(result))
+
+
+def recent_turns(turns: Sequence[Turn], n: int, max_chars: int | None = None) -> tuple[Turn, ...]:
+    """The last ``n`` of ``turns`` (none when ``n`` is 0), less the oldest ones while their text (:meth:`Turn.render`)
+    is longer than ``max_chars`` (None: no limit). The one "last N turns" rule, for ``ToolEnv(history=)`` and the
+    rollout's summary prompts alike."""
+    kept = list(turns)[-n:] if n > 0 else []
+    sizes = [len(turn.render()) for turn in kept]
+    total, first = sum(sizes), 0
+    while max_chars is not None and first < len(kept) and total > max_chars:
+        total -= sizes[first]
+        first += 1
+    return tuple(kept[first:])
+
+
+@dataclass(frozen=True)
+class ObservationParts:
+    """The parts an observation text is made of; :meth:`render` writes the text the env returns.
+
+    The first observation of an episode (``result`` is None) is ``"{task}\\n\\n{tools}\\n\\nState: {summary}"``; each
+    later one is ``"Task: {task}\\n"``, the past ``turns`` (``"Action: …\\nResult: …\\n"`` each), then
+    ``"Result: {result}\\nState: {summary}"``. A part that is None is left out with its separator (e.g.
+    ``replace(parts, tools=None)`` for a prompt whose chat template shows the tools). All text is safe text
+    (:func:`safe_text`): the env sanitises each part before it keeps it.
+    """
+
+    task: str | None
+    """The episode's instructions (:meth:`ToolEnv.task_prompt`)."""
+    summary: str
+    """The one-line state summary (also ``info["summary"]``)."""
+    tools: str | None = None
+    """The tool list and call format (:meth:`ToolEnv.tools_prompt`); in the first observation only."""
+    turns: tuple[Turn, ...] = ()
+    """Past turns shown before the latest result (``ToolEnv(history=)``; empty by default)."""
+    result: str | None = None
+    """The output of the latest action (its tools' results, or an error); None in the first observation."""
+
+    def render(self, max_chars: int | None = None) -> str:
+        """The observation text, cut to ``max_chars`` characters (None: not cut) with a note of what was cut."""
+        if self.result is None:
+            text = "\n\n".join(p for p in (self.task, self.tools, f"State: {self.summary}") if p is not None)
+        else:
+            head = "" if self.task is None else f"Task: {self.task}\n"
+            turns = "".join(turn.render() for turn in self.turns)
+            text = f"{head}{turns}Result: {self.result}\nState: {self.summary}"
+        return text if max_chars is None else _clip(text, max_chars)
+
+    def with_history(self, turns: Sequence[Turn], n: int, max_chars: int | None = None) -> ObservationParts:
+        """These parts showing the last ``n`` of ``turns`` that fit, beside the rest of the text, in ``max_chars``
+        characters (:func:`recent_turns`; the oldest turns are dropped first)."""
+        budget = None if max_chars is None else max_chars - len(replace(self, turns=()).render())
+        return replace(self, turns=recent_turns(turns, n, budget))
+
+
+def parts_of(env: gym.Env) -> ObservationParts | None:
+    """The parts of ``env``'s latest observation (through any wrappers), or None when ``env`` is not a
+    :class:`ToolEnv` (a plain ``gym.Env``: its observation text is all there is)."""
+    observation_parts = getattr(env.unwrapped, "observation_parts", None)
+    return observation_parts() if callable(observation_parts) else None
 
 
 class ToolEnv(gym.Env[str, str]):
@@ -117,8 +217,9 @@ class ToolEnv(gym.Env[str, str]):
         self.render_mode = render_mode
         self.action_space = AnyText(self.max_action_length)
         self.observation_space = AnyText(self.max_observation_length)
-        self._interpretations: dict[Any, _Interpretation] = {}
-        self._turns: deque[tuple[str, str]] = deque(maxlen=history or None)
+        self._interpretations: dict[Any, Interpretation] = {}
+        self._turns: deque[Turn] = deque(maxlen=history or None)
+        self._parts: ObservationParts | None = None
         self.steps = 0
         """Actions taken in this episode (valid or not)."""
         self.episode_return = 0.0
@@ -198,13 +299,13 @@ class ToolEnv(gym.Env[str, str]):
         self._turns.clear()
         self._reset_task(dict(options or {}))
         summary = safe_text(self.summary())
-        observation = safe_text(f"{self.task_prompt()}\n\n{self.tools_prompt()}\n\nState: {summary}")
+        self._parts = ObservationParts(safe_text(self.task_prompt()), summary, tools=safe_text(self.tools_prompt()))
         info = {
             "tools": [t.schema for t in self.tools.values()],
             "summary": summary,
             "success": self.success,
         }
-        return _clip(observation, self.max_observation_length), info
+        return self._parts.render(self.max_observation_length), info
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         interp = self.interpret(action)
@@ -260,22 +361,29 @@ class ToolEnv(gym.Env[str, str]):
             return self.render_text()
         return None
 
+    def observation_parts(self) -> ObservationParts:
+        """The parts of the latest observation (``reset`` or ``step``): the text is ``parts.render(
+        self.max_observation_length)``. A trainer builds its own prompts from these, never from the text."""
+        if self._parts is None:
+            raise gym.error.ResetNeeded("call reset() before observation_parts()")
+        return self._parts
+
     # ------------------------------------------------------------------ internals
 
-    def interpret(self, action: Any) -> _Interpretation:
-        """Parse and validate an action (memoised per action string)."""
-        key = action if isinstance(action, str) and len(action) <= 4096 else None
+    def interpret(self, action: Any) -> Interpretation:
+        """Parse and validate an action (memoised per action string of at most 4096 characters)."""
+        key = action if isinstance(action, str) and len(action) <= _MEMO_MAX_ACTION_CHARS else None
         if key is not None and (hit := self._interpretations.get(key)) is not None:
             return hit
         parse = parse_tool_calls(action, self.tools.values(), max_chars=self.max_action_length)
         if parse.error is not None:
-            interp = _Interpretation(parse, error=parse.error)
+            interp = Interpretation(parse, error=parse.error)
         else:
             try:
                 bound = tuple((self.tools[c.name], self.tools[c.name].validate(c.arguments)) for c in parse.calls)
-                interp = _Interpretation(parse, bound)
+                interp = Interpretation(parse, bound)
             except ToolError as exc:
-                interp = _Interpretation(parse, error=str(exc))
+                interp = Interpretation(parse, error=str(exc))
         if key is not None:
             if len(self._interpretations) >= _CACHE_SIZE:
                 self._interpretations.clear()
@@ -295,15 +403,11 @@ class ToolEnv(gym.Env[str, str]):
         return ToolResult(result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str))
 
     def _observe(self, action: Any, output: str, summary: str) -> str:
-        head = f"Task: {self.task_prompt()}\n"
-        tail = f"Result: {output}\nState: {summary}"
-        turns = [f"Action: {a}\nResult: {o}\n" for a, o in self._turns] if self.history else []
-        budget = self.max_observation_length - len(head) - len(tail)
-        while turns and sum(map(len, turns)) > budget:
-            turns.pop(0)
+        parts = ObservationParts(safe_text(self.task_prompt()), summary, result=output)
+        self._parts = parts.with_history(self._turns, self.history, self.max_observation_length)
         if self.history:
-            self._turns.append((safe_text(_clip(str(action), 500)), output))
-        return _clip(head + "".join(turns) + tail, self.max_observation_length)
+            self._turns.append(past_turn(action, output))
+        return self._parts.render(self.max_observation_length)
 
     @staticmethod
     def canonical(name: str, **arguments: Any) -> str:

@@ -121,3 +121,15 @@ def test_interpretation_is_memoised_but_state_is_not():
     env.step("add(2)")
     _, _, _, _, info = env.step("add(2)")
     assert info["summary"] == "total 4 · steps 2"
+
+
+def test_interpret_returns_the_public_interpretation_and_memoises_only_short_actions():
+    from agentgym import core
+
+    env = Counter()
+    interp = env.interpret("add(2)")
+    assert isinstance(interp, core.Interpretation) and "Interpretation" in core.__all__
+    assert interp.error is None and [(tool.name, kwargs) for tool, kwargs in interp.calls] == [("add", {"amount": 2})]
+    assert env.interpret("add(2)") is interp
+    long = "add(2) " + " " * core._MEMO_MAX_ACTION_CHARS  # past the memo's key limit: parsed afresh each time
+    assert env.interpret(long) is not env.interpret(long) and env.interpret(long).error is None

@@ -15,7 +15,12 @@ Two context modes (``RolloutConfig.context``):
 - ``"summary"``: each turn's prompt is rebuilt as system prompt + ``turn_template`` filled with the
   task, the tools, the last ``history`` turns and the env's one-line state summary; each turn is
   its own sample and all of an episode's samples share its advantage. Context stays short however
-  long the episode is.
+  long the episode is. The parts come from the env's :class:`~agentgym.core.ObservationParts`
+  (:func:`~agentgym.core.parts_of`), never from parsing its text; the history is the core's
+  "last N turns" (:meth:`~agentgym.core.ObservationParts.with_history`, each turn
+  ``"Action: …\\nResult: …\\n"``). An env that is not a ``ToolEnv`` gives no parts: its task and
+  tools are empty, its summary is ``info["summary"]`` (else the observation) and a turn's result is
+  the observation.
 
 Budgets: ``max_turns`` and ``max_tokens`` end an episode early; such an episode is marked
 ``truncated`` with the reason in ``truncation`` (as is one the env's time limit cut off), and a
@@ -28,16 +33,17 @@ import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import gymnasium as gym
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentgym.trainers.decoding import PrefixCache
-from agentgym.trainers.llm import LLMPolicy
+from agentgym.core import Turn, parts_of, past_turn, recent_turns
 from agentgym.registration import split_kwargs
 from agentgym.tools import ToolCall
+from agentgym.trainers.decoding import PrefixCache
+from agentgym.trainers.llm import LLMPolicy
 
 __all__ = [
     "Episode",
@@ -181,11 +187,6 @@ def signatures(schemas: Sequence[dict[str, Any]]) -> str:
     return ", ".join(f"{f['name']}({', '.join(f.get('parameters', {}).get('properties', {}))})" for f in functions)
 
 
-def _strip_task(observation: str, task: str) -> str:
-    head = f"Task: {task}\n"
-    return observation[len(head) :] if observation.startswith(head) else observation
-
-
 class _Run:
     """The state of one episode while it is being played."""
 
@@ -198,11 +199,11 @@ class _Run:
         self.episode.observations.append(self.observation)
         self.tools = info.get("tools")
         self.signatures = signatures(self.tools or [])
-        self.summary = info.get("summary", self.observation)
-        base = env.unwrapped
-        self.task = base.task_prompt() if hasattr(base, "task_prompt") else ""
-        self.tools_text = base.tools_prompt() if hasattr(base, "tools_prompt") and not policy.supports_tools else ""
-        self.past: list[tuple[str, str]] = []
+        self.parts = parts_of(env)
+        self.summary = self.parts.summary if self.parts else info.get("summary", self.observation)
+        self.task = (self.parts.task or "") if self.parts else ""
+        self.tools_text = (self.parts.tools or "") if self.parts and not policy.supports_tools else ""
+        self.past: list[Turn] = []
         self.messages = [{"role": "system", "content": config.system_prompt}] if config.system_prompt else []
         self.done = False
         if config.context == "append":
@@ -216,8 +217,7 @@ class _Run:
         if self.config.context == "append":
             ids = self.episode.samples[0].input_ids
         else:
-            past = self.past[-self.config.history :] if self.config.history else []
-            history = "".join(f"Action: {a}\nResult: {r}\n" for a, r in past)
+            history = "".join(turn.render() for turn in self._history())
             history += "\n" if history else ""
             text = self.config.turn_template.format(
                 task=self.task, tools=self.tools_text, history=history, summary=self.summary, signatures=self.signatures
@@ -228,6 +228,14 @@ class _Run:
             self.finish("max_tokens")
             return None
         return ids
+
+    def _history(self) -> tuple[Turn, ...]:
+        """The last ``config.history`` turns, as many as fit beside the env's latest observation in its
+        ``max_observation_length`` (the same rule as ``ToolEnv(history=)``; no character limit without parts)."""
+        if self.parts is None:
+            return recent_turns(self.past, self.config.history)
+        limit = self.env.unwrapped.max_observation_length
+        return self.parts.with_history(self.past, self.config.history, limit).turns
 
     def record(self, prompt: list[int], ids: list[int], logprobs: list[float], stopped: bool) -> None:
         """Step the env on the response and append it (and, in append mode, the env's reply) to the sample."""
@@ -243,9 +251,11 @@ class _Run:
         ep.valid.append(info.get("parse_error") is None and bool(info.get("tool_calls", True)))
         ep.success = bool(info.get("success", False))
         ep.clipped += not stopped
-        self.observation, self.summary = obs, info.get("summary", obs)
-        self.past.append((text, _strip_task(obs, self.task)))
+        self.observation, self.parts = obs, parts_of(self.env)
+        self.summary = self.parts.summary if self.parts else info.get("summary", obs)
         if self.config.context == "summary":
+            result = self.parts.result if self.parts and self.parts.result is not None else obs
+            self.past.append(past_turn(text, result))
             sample = Sample()
             sample.extend(prompt, policy=False)
             sample.extend(ids, policy=True, logprobs=logprobs)
@@ -411,12 +421,21 @@ def evaluate_llm(
     return {**episode_metrics(results), "episodes": len(results)}
 
 
+if TYPE_CHECKING:  # agentgym.trainers.config imports RolloutConfig from this module
+    from agentgym.trainers.config import EvalConfig
+
+
 def evaluate_split(
-    policy: LLMPolicy, config: Any, *, split: str | None = None, episodes: int | None = None
+    policy: LLMPolicy, config: EvalConfig, *, split: str | None = None, episodes: int | None = None
 ) -> dict[str, float]:
-    """:func:`evaluate_llm` as a trainer's config describes it: ``config.env_id``'s ``split`` (default
-    ``config.eval_split``) made with ``config.eval_env_kwargs`` (``config.env_kwargs`` when None), played
-    with ``config.rollout``, ``episodes`` (default ``config.eval_episodes``; None: every task once)."""
+    """:func:`evaluate_llm` as a trainer's config describes it (any config built on
+    :class:`~agentgym.trainers.config.EvalConfig`): ``config.env_id``'s ``split`` (default ``config.eval_split``)
+    made with ``config.eval_env_kwargs`` (``config.env_kwargs`` when None), played with ``config.rollout``,
+    ``episodes`` (default ``config.eval_episodes``; None: every task once)."""
+    from agentgym.trainers.config import EvalConfig
+
+    if not isinstance(config, EvalConfig):
+        raise TypeError(f"evaluate_split takes a config built on EvalConfig, not {type(config).__name__}")
     eval_kwargs = config.env_kwargs if config.eval_env_kwargs is None else config.eval_env_kwargs
     env_kwargs = split_kwargs(config.env_id, config.eval_split if split is None else split, eval_kwargs)
     return evaluate_llm(

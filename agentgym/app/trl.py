@@ -105,7 +105,7 @@ import inspect
 import json
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import ExitStack, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar, get_type_hints
 
 try:
@@ -119,9 +119,10 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess by th
 import gymnasium as gym
 import torch
 
-from agentgym.trainers.llm import Generation, LLMPolicy
+from agentgym.core import parts_of
 from agentgym.registration import ENV_IDS, make_env
 from agentgym.tools import Tool, ToolCall
+from agentgym.trainers.llm import Generation, LLMPolicy
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -198,17 +199,23 @@ def _text_of(content: Any) -> str:
     return "" if content is None else str(content)
 
 
-def _first_message(env: gym.Env, observation: str, info: dict[str, Any], tools_in_prompt: bool) -> str:
+def _first_message(env: gym.Env, observation: str, tools_in_prompt: bool) -> str:
     """The first user message of an episode: the observation, or (``tools_in_prompt=False``) task + state only."""
-    base = env.unwrapped
-    if tools_in_prompt or not hasattr(base, "task_prompt"):
+    parts = parts_of(env)
+    if tools_in_prompt or parts is None:
         return observation
-    return f"{base.task_prompt()}\n\nState: {info.get('summary', '')}"
+    return replace(parts, tools=None).render()
 
 
-def _strip_task(observation: str, task: str) -> str:
-    head = f"Task: {task}\n"
-    return observation[len(head) :] if observation.startswith(head) else observation
+def _tool_reply(env: gym.Env, observation: str) -> str:
+    """What a tool call returns to TRL: the observation without its task line (``Result: ...`` and ``State: ...``,
+    after any ``history`` turns), cut where the env cuts its text; the observation itself without parts."""
+    parts = parts_of(env)
+    if parts is None:
+        return observation
+    reply = replace(parts, task=None)
+    task_line = len(parts.render()) - len(reply.render())
+    return reply.render(max(env.unwrapped.max_observation_length - task_line, 64))
 
 
 def _tool_calls_text(completion: Any) -> str:
@@ -274,8 +281,8 @@ def make_dataset(
         for i in range(count):
             task_index = i % num_tasks if num_tasks else None
             reset = _reset_arguments(seed + i, task_index)
-            observation, info = env.reset(**reset)
-            user = {"role": "user", "content": _first_message(env, observation, info, tools_in_prompt)}
+            observation, _ = env.reset(**reset)
+            user = {"role": "user", "content": _first_message(env, observation, tools_in_prompt)}
             user[RESET_KEY] = json.dumps(reset)
             prompt = [{"role": "system", "content": system_prompt, RESET_KEY: None}] if system_prompt else []
             rows.append({"prompt": [*prompt, user], "seed": seed + i, "task_index": task_index})
@@ -322,15 +329,15 @@ class AgentGymEnvironment:
         holds the task (a :func:`make_dataset` prompt).
         """
         self.reset_arguments = _reset_of_row(row)
-        observation, info = self.env.reset(**copy.deepcopy(self.reset_arguments))
+        observation, _ = self.env.reset(**copy.deepcopy(self.reset_arguments))
         self.actions, self.rewards = [], []
         self.terminated = self.truncated = self.success = False
-        base = self.env.unwrapped
+        parts = parts_of(self.env)
         prompt = row.get("prompt")
         last = _text_of(prompt[-1].get("content")) if isinstance(prompt, list) and prompt else ""
-        if hasattr(base, "task_prompt") and base.task_prompt() in last:
+        if parts is not None and parts.task is not None and parts.task in last:
             return None
-        return _first_message(self.env, observation, info, self.tools_in_observation)
+        return _first_message(self.env, observation, self.tools_in_observation)
 
     def get_reward(self) -> float:
         """The episode's return: the sum of the env's rewards for the tool calls made so far."""
@@ -345,8 +352,7 @@ class AgentGymEnvironment:
         self.rewards.append(float(reward))
         self.terminated, self.truncated = bool(terminated), bool(truncated)
         self.success = bool(info.get("success", False))
-        base = self.env.unwrapped
-        return _strip_task(observation, base.task_prompt()) if hasattr(base, "task_prompt") else observation
+        return _tool_reply(self.env, observation)
 
 
 def _describable(hint: Any) -> bool:
