@@ -16,6 +16,7 @@ __all__ = ["CliffWalkEnv", "CliffWalkOracle", "draw_path"]
 SHAPE = (4, 12)
 START = (3, 0)
 GOAL = (3, 11)
+CLIFF = frozenset((START[0], col) for col in range(START[1] + 1, GOAL[1]))  # the bottom row between them
 DIRECTIONS = ("up", "right", "down", "left")  # Gymnasium's action order 0..3
 _DELTAS = {"up": (-1, 0), "right": (0, 1), "down": (1, 0), "left": (0, -1)}
 _ALIASES = {
@@ -45,10 +46,6 @@ def _direction(value: Any) -> Any:
 
 
 Direction = Annotated[Literal["up", "right", "down", "left"], BeforeValidator(_direction)]
-
-
-def _is_cliff(row: int, col: int) -> bool:
-    return row == 3 and 0 < col < 11
 
 
 class CliffWalkEnv(ToolEnv):
@@ -127,7 +124,7 @@ class CliffWalkEnv(ToolEnv):
         dr, dc = _DELTAS[direction]
         row = min(max(self.pos[0] + dr, 0), SHAPE[0] - 1)
         col = min(max(self.pos[1] + dc, 0), SHAPE[1] - 1)
-        if _is_cliff(row, col):
+        if (row, col) in CLIFF:
             if self.cliff_terminates:
                 self.pos, self.fell = (row, col), True
                 return ToolResult(f"Moved {direction} into the cliff at ({row},{col}).", {"cliff": -100.0}, True)
@@ -177,7 +174,7 @@ class CliffWalkEnv(ToolEnv):
         for r in range(SHAPE[0]):
             cells = []
             for c in range(SHAPE[1]):
-                cells.append("x" if (r, c) == self.pos else "T" if (r, c) == GOAL else "C" if _is_cliff(r, c) else "o")
+                cells.append("x" if (r, c) == self.pos else "T" if (r, c) == GOAL else "C" if (r, c) in CLIFF else "o")
             rows.append("  ".join(cells))
         return "\n".join(rows) + "\n\n"
 
@@ -190,7 +187,8 @@ class CliffWalkEnv(ToolEnv):
         """The grid as an ``(64, 192, 3)`` uint8 image: ground, cliff, goal and agent in flat colours."""
         grid = np.zeros((*SHAPE, 3), dtype=np.uint8)
         grid[:] = (196, 222, 160)
-        grid[3, 1:11] = (90, 70, 60)
+        for cliff in CLIFF:
+            grid[cliff] = (90, 70, 60)
         grid[GOAL] = (250, 210, 60)
         grid[self.pos] = (40, 90, 220)
         image = grid.repeat(cell, axis=0).repeat(cell, axis=1)
@@ -201,7 +199,7 @@ class CliffWalkEnv(ToolEnv):
 def draw_path(states: list[int]) -> str:
     """A text picture of a walk given as discrete states (``row * 12 + col``): arrows show each
     move, ``S`` the start, ``G`` the goal, ``C`` the cliff, ``.`` unvisited ground."""
-    grid = [["C" if _is_cliff(r, c) else "." for c in range(SHAPE[1])] for r in range(SHAPE[0])]
+    grid = [["C" if (r, c) in CLIFF else "." for c in range(SHAPE[1])] for r in range(SHAPE[0])]
     arrows = {(-1, 0): "^", (0, 1): ">", (1, 0): "v", (0, -1): "<"}
     for s, s2 in zip(states, states[1:], strict=False):
         (r, c), (r2, c2) = divmod(s, SHAPE[1]), divmod(s2, SHAPE[1])

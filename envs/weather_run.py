@@ -38,9 +38,6 @@ class RewardWeights(BaseModel):
     invalid_action: float = Field(0.0, description="An action that cannot be parsed or validated.")
 
 
-_TEMP_BUCKETS = {"?": "temp ?", "cold": "cold", "ok": "temp ok", "hot": "hot"}
-
-
 class WeatherRunEnv(ToolEnv):
     """WeatherRun: decide whether it is a good day to go running in a city, after looking it up.
 

@@ -272,3 +272,18 @@ def test_callback_gets_episode_metrics_and_can_stop(cls, budget):
 def test_rejects_env_without_discrete_view():
     with pytest.raises(TypeError, match="Discrete"):
         PPO(gym.make("CartPole-v1"))
+
+
+def test_each_algorithm_file_stands_alone():
+    """PPO and REINFORCE share their networks through agentgym.trainers.nets, never through each other,
+    so editing one algorithm's file cannot change the other (imports inside functions count too)."""
+    import ast
+    from pathlib import Path
+
+    trainers = Path(__file__).resolve().parents[1] / "trainers"
+    for name, other in [("ppo", "reinforce"), ("reinforce", "ppo")]:
+        tree = ast.parse((trainers / f"{name}.py").read_text(encoding="utf-8"))
+        imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        assert f"agentgym.trainers.{other}" not in imported, f"{name}.py imports {other}.py"
+        assert "agentgym.trainers.nets" in imported

@@ -1,5 +1,6 @@
 """What every learner over ``Discrete`` spaces shares: its validated config, the discrete env view,
-uniform draws in blocks, and greedy evaluation episodes."""
+uniform draws in blocks, greedy evaluation episodes, and the two pieces of loading a saved agent that
+do not depend on its file format (the env it was saved with, a one-line reason for a bad file)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,11 @@ from collections.abc import Callable
 from typing import Any, ClassVar, NamedTuple
 
 import gymnasium as gym
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from agentgym.wrappers import as_discrete
 
-__all__ = ["Callback", "DiscreteAgent", "GreedyRollout"]
+__all__ = ["Callback", "DiscreteAgent", "GreedyRollout", "first_line", "saved_env"]
 
 Callback = Callable[[Any, dict[str, Any]], bool | None]
 """``callback(agent, metrics)`` after every episode; returning ``False`` stops training."""
@@ -83,3 +84,20 @@ class DiscreteAgent:
     def greedy_return(self, max_steps: int | None = None) -> float:
         """Return of one greedy episode (see :meth:`greedy_rollout`)."""
         return self.greedy_rollout(max_steps).episode_return
+
+
+def saved_env(path: object, env: gym.Env | None, env_id: str | None) -> gym.Env:
+    """``env`` if given, else ``gym.make`` of the id a saved agent at ``path`` records (``ValueError`` if none)."""
+    if env is not None:
+        return env
+    if not env_id:
+        raise ValueError(f"{path} records no env id; pass env=")
+    return gym.make(env_id)
+
+
+def first_line(exc: BaseException) -> str:
+    """The gist of ``exc`` in one line: a validation error's first field and message, else ``Type: first line``."""
+    if isinstance(exc, ValidationError) and (errors := exc.errors(include_url=False)):
+        return f"{'.'.join(map(str, errors[0]['loc']))}: {errors[0]['msg']}"[:200]
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0][:200]}" if lines else type(exc).__name__

@@ -26,7 +26,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tqdm.auto import tqdm
 
-from agentgym.trainers.base import Callback, DiscreteAgent
+from agentgym.trainers.base import Callback, DiscreteAgent, first_line, saved_env
 from agentgym.wrappers import DiscreteToolActions
 
 __all__ = ["QLearning", "SARSA", "TabularConfig"]
@@ -91,12 +91,7 @@ class TabularAgent(DiscreteAgent):
         """Update ``Q(s, a)`` from one transition and return the next action to take in ``s2``."""
         raise NotImplementedError
 
-    def learn(
-        self,
-        episodes: int,
-        callback: Callback | None = None,
-        progress_bar: bool = False,
-    ) -> TabularAgent:
+    def learn(self, episodes: int, callback: Callback | None = None, progress_bar: bool = False) -> TabularAgent:
         """Run ``episodes`` episodes of ε-greedy TD control.
 
         After each episode ``callback(agent, metrics)`` is called with ``episode``, ``return``,
@@ -174,14 +169,8 @@ class TabularAgent(DiscreteAgent):
         try:
             config = TabularConfig.model_validate(config)
         except ValidationError as exc:
-            first = exc.errors(include_url=False)[0]
-            where = ".".join(map(str, first["loc"]))
-            raise ValueError(f"{path}: the saved config is not valid ({where}: {first['msg']})") from None
-        if env is None:
-            if not env_id:
-                raise ValueError(f"{path} records no env id; pass env=")
-            env = gym.make(env_id)
-        agent = agent_cls(env, config)
+            raise ValueError(f"{path}: the saved config is not valid ({first_line(exc)})") from None
+        agent = agent_cls(saved_env(path, env, env_id), config)
         if agent.q.shape != q.shape:
             raise ValueError(f"Q-table shape {q.shape} in {path} does not fit this env's {agent.q.shape}")
         agent.q[:] = q

@@ -31,7 +31,6 @@ import numpy as np
 from pydantic import BaseModel
 
 import agentgym
-from agentgym.registration import split_kwargs
 from agentgym.app.reports import (
     EpisodeRecord,
     RunConfig,
@@ -44,6 +43,7 @@ from agentgym.app.reports import (
     to_json,
     write_json,
 )
+from agentgym.registration import split_kwargs
 from agentgym.wrappers import DiscreteToolActions, as_discrete
 
 __all__ = ["EvalReport", "RandomAgent", "evaluate", "evaluate_agent", "make_agent", "model_source"]
@@ -148,7 +148,7 @@ def make_agent(spec: str, env: gym.Env, seed: int | None = None) -> tuple[Any, g
         return agent, agent.env
     if kind == "torch":
         from agentgym.trainers import PPO, REINFORCE
-        from agentgym.trainers.reinforce import read_checkpoint
+        from agentgym.trainers.nets import read_checkpoint
 
         algorithm = read_checkpoint(arg)["algorithm"]
         agent_cls = {"reinforce": REINFORCE, "ppo": PPO}.get(algorithm)
