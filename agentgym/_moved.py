@@ -2,8 +2,8 @@
 
 ``import agentgym.llm`` still works: it warns (``DeprecationWarning``) and binds the module at its new
 path, ``agentgym.trainers.llm`` (the same object, so patches and ``isinstance`` agree). The old paths
-go in the next minor version. This table is the one place where the core names a module above it, and it imports nothing
-until an old path is asked for.
+go in the next minor version. This table is the one place where the core names a module above it; it
+imports nothing until an old path is asked for.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import sys
 from pathlib import Path
@@ -11,7 +12,16 @@ from typing import Any
 import gymnasium as gym
 from pydantic import ValidationError
 
+from agentgym.trainers import TRAINERS, TrainerSpec
+
 __all__ = ["main"]
+
+BUDGET_FLAGS = ("episodes", "timesteps", "steps", "rounds", "tasks")
+"""The training-length flags; each sets the config field (or, for the classic learners, the budget) of its name."""
+
+RENAMED_FLAGS = {("dpo", "steps"): "rounds", ("reward-model", "episodes"): "tasks"}
+"""Old meanings kept for one version: ``train dpo --steps N`` set ``rounds``, ``train reward-model --episodes N``
+set ``tasks``; each prints a deprecation note."""
 
 
 def _json_object(text: str) -> dict[str, Any]:
@@ -22,6 +32,25 @@ def _json_object(text: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError("must be a JSON object, e.g. '{\"is_slippery\": true}'")
     return value
+
+
+def _check_env_kwargs(env_id: str, kwargs: dict[str, Any] | None, where: str = "--env-kwargs") -> None:
+    """A keyword the env does not take is the user's mistake: a one-line ``ValueError`` naming it and what the env
+    takes (``gym.make`` would raise a ``TypeError``, which :func:`main` leaves to show real bugs' tracebacks)."""
+    if not kwargs:
+        return
+    try:
+        creator = gym.spec(env_id).entry_point
+    except gym.error.Error:
+        return  # an unknown id: gym.make says so itself
+    if isinstance(creator, str):
+        creator = gym.envs.registration.load_env_creator(creator)
+    params = {**inspect.signature(creator).parameters, **inspect.signature(gym.make).parameters}
+    if any(p.kind is p.VAR_KEYWORD for name, p in params.items() if name != "kwargs"):
+        return
+    if unknown := [k for k in kwargs if k not in params or k in ("id", "kwargs")]:
+        takes = ", ".join(inspect.signature(creator).parameters)
+        raise ValueError(f"{env_id}: unexpected keyword argument {unknown[0]!r} in {where} (it takes {takes})")
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
@@ -43,16 +72,39 @@ def _setting(text: str) -> tuple[str, Any]:
         return key.strip(), value
 
 
+def _budget_settings(spec: TrainerSpec, args: argparse.Namespace, fields: set[str]) -> dict[str, int]:
+    """The budget flags given, as ``{field: value}``: a flag sets the field of its own name. A flag the trainer
+    has no field for is a one-line error; a renamed one still works, with a note."""
+    values = {}
+    for flag in BUDGET_FLAGS:
+        if (n := getattr(args, flag)) is None:
+            continue
+        field = flag
+        if (spec.name, flag) in RENAMED_FLAGS:
+            field = RENAMED_FLAGS[spec.name, flag]
+            note = f"agentgym: train {spec.name} --{flag} is deprecated: it sets {field}; use --{field}"
+            print(note, file=sys.stderr)
+        if field not in fields:
+            usable = ", ".join(f"--{f}" for f in BUDGET_FLAGS if f in fields) or "--set"
+            raise ValueError(f"--{flag} is not a setting of {spec.name} (its budget flags: {usable})")
+        values[field] = n
+    return values
+
+
 def _cmd_train(args: argparse.Namespace) -> int:
-    if args.algorithm in LLM_TRAINERS:
+    spec = TRAINERS[args.algorithm]
+    if spec.llm:
         args.env = args.env or "agentgym/WeatherRun-v0"
-        return _cmd_train_llm(args)
+        return _cmd_train_llm(spec, args)
     from agentgym.trainers.runs import train
 
     args.env = args.env or "agentgym/CliffWalk-v0"
+    _check_env_kwargs(args.env, args.env_kwargs)
     hyper = {k: v for k in ("alpha", "gamma", "epsilon") if (v := getattr(args, k)) is not None}
     hyper.update(dict(args.set))
-    budget = args.timesteps if args.algorithm == "ppo" else (args.episodes or 500)
+    budget = _budget_settings(spec, args, {spec.budget}).get(spec.budget)
+    if budget is None:
+        budget = 50_000 if spec.budget == "timesteps" else 500
     agent, rows = train(
         args.algorithm,
         args.env,
@@ -81,43 +133,34 @@ def _resolve_model(spec: str) -> str:
     return str(base_model_path())
 
 
-LLM_TRAINERS = {  # CLI name: (module, trainer, config, the config field --steps/--episodes sets, that flag)
-    "sft": ("sft", "SFT", "SFTConfig", "episodes", "episodes"),
-    "grpo": ("grpo", "GRPO", "GRPOConfig", "steps", "steps"),
-    "llm-ppo": ("llm_ppo", "LLMPPO", "LLMPPOConfig", "steps", "steps"),
-    "dpo": ("dpo", "DPO", "DPOConfig", "rounds", "steps"),
-    "reward-model": ("reward_model", "RewardModelTrainer", "RewardModelConfig", "tasks", "episodes"),
-}
-
-
-def _cmd_train_llm(args: argparse.Namespace) -> int:
-    import importlib
-
+def _cmd_train_llm(spec: TrainerSpec, args: argparse.Namespace) -> int:
     from agentgym.app.recipes import tiny_overrides
 
-    module, trainer_name, config_name, budget, flag = LLM_TRAINERS[args.algorithm]
-    module = importlib.import_module(f"agentgym.trainers.{module}")
-    trainer_cls, config_cls = getattr(module, trainer_name), getattr(module, config_name)
+    trainer_cls, config_cls = spec.load()
     stage = args.algorithm.removeprefix("llm-")
     recipe = args.recipe or ("tiny" if args.model == "tiny" else "default")
     values: dict[str, Any] = tiny_overrides(stage, args.env) if recipe == "tiny" else {"env_id": args.env}
     if args.env_kwargs:
         values["env_kwargs"] = args.env_kwargs
-    if (n := getattr(args, flag)) is not None:
-        values[budget] = n
+    values.update(_budget_settings(spec, args, set(config_cls.model_fields)))
     for key, value in args.set:
         head, _, tail = key.partition(".")
         if tail:  # nested, e.g. rollout.max_new_tokens=48
-            values[head] = {**values.get(head, {}), tail: value}
+            group = values.get(head, {})
+            if not isinstance(group, dict):
+                raise ValueError(f"--set {key}: {head} is set to {group!r}, not a group of settings")
+            values[head] = {**group, tail: value}
         else:
             values[key] = value
     config = config_cls.model_validate({**values, "seed": args.seed})  # fails here, before any model loads
+    _check_env_kwargs(config.env_id, config.env_kwargs, "env_kwargs")
+    _check_env_kwargs(config.env_id, getattr(config, "eval_env_kwargs", None), "eval_env_kwargs")
     out = Path(args.out)
     if args.resume:
         if not hasattr(trainer_cls, "resume"):
             raise ValueError(f"--resume works for sft, grpo and llm-ppo runs, not {args.algorithm}")
         trainer = trainer_cls.resume(out)
-        more = {"steps": config.steps} if budget == "steps" else {}
+        more = {"steps": config.steps} if spec.budget == "steps" else {}
         rows = trainer.learn(**more, progress_bar=not args.no_progress)
     else:
         trainer = trainer_cls(_resolve_model(args.model), config, out_dir=out)
@@ -137,6 +180,7 @@ def _cmd_train_llm(args: argparse.Namespace) -> int:
 def _cmd_eval(args: argparse.Namespace) -> int:
     from agentgym.app.evaluation import evaluate_agent
 
+    _check_env_kwargs(args.env, args.env_kwargs)
     summary = evaluate_agent(
         args.env,
         args.agent,
@@ -187,6 +231,7 @@ def _serve_model(args: argparse.Namespace) -> int:
     if args.scripted:
         if not args.env:
             raise ValueError("--scripted oracle needs --env ID (whose oracle answers)")
+        _check_env_kwargs(args.env, args.env_kwargs)
         responder: Any = ScriptedResponder(args.env, split=args.split, env_kwargs=args.env_kwargs)
         what = f"{args.env}'s oracle"
     elif args.model:
@@ -228,16 +273,16 @@ def build_parser() -> argparse.ArgumentParser:
         "train",
         help="train Q-learning, SARSA, REINFORCE or PPO (discrete view), or a language model (sft, grpo, llm-ppo, ...)",
     )
-    p.add_argument("algorithm", choices=["q-learning", "sarsa", "reinforce", "ppo", *LLM_TRAINERS])
+    p.add_argument("algorithm", choices=list(TRAINERS))
     p.add_argument("--env", default=None, help="env id (default CliffWalk-v0; WeatherRun-v0 for language models)")
     p.add_argument("--env-kwargs", type=_json_object, default={}, help="JSON object passed to gym.make")
     p.add_argument(
-        "--episodes",
-        type=int,
-        help="q-learning, sarsa, reinforce: training episodes (default 500); sft: demos; reward-model: tasks",
+        "--episodes", type=int, help="episodes played: q-learning, sarsa, reinforce (default 500); sft: demonstrations"
     )
-    p.add_argument("--timesteps", type=int, default=50_000, help="training env steps (ppo)")
-    p.add_argument("--steps", type=int, help="training steps (grpo, llm-ppo; dpo: rounds)")
+    p.add_argument("--timesteps", type=int, help="training env steps (ppo; default 50000)")
+    p.add_argument("--steps", type=int, help="training steps (grpo, llm-ppo)")
+    p.add_argument("--rounds", type=int, help="dpo: rounds of fresh pairs (iterative DPO)")
+    p.add_argument("--tasks", type=int, help="dpo, reward-model: task instances played for rollout pairs")
     p.add_argument(
         "--model", default="tiny", help="LLMs: tiny (the shipped tiny base model), a model directory or a hub id"
     )
@@ -332,13 +377,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command; an error the user caused (a bad setting, path or env id) is one line on stderr and exit
+    status 2. Anything else is a bug and keeps its traceback."""
     args = build_parser().parse_args(argv)
     try:
         return args.fn(args)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         print(f"agentgym: invalid setting: {problems}", file=sys.stderr)
-    except (ValueError, TypeError, NotImplementedError, OSError, gym.error.Error) as exc:
+    except (ValueError, NotImplementedError, OSError, gym.error.Error) as exc:
         print(f"agentgym: {exc}", file=sys.stderr)
     return 2
 

@@ -24,9 +24,9 @@ import statistics
 
 import torch
 
-from agentgym.trainers.llm import LLMPolicy
 from agentgym.app.recipes import TINY
 from agentgym.registration import make_env
+from agentgym.trainers.llm import LLMPolicy
 from agentgym.trainers.reward_model import RewardModel
 from agentgym.trainers.rollout import OracleTeacher, RolloutConfig, random_resets, rollout
 

@@ -329,7 +329,8 @@ class ReadOnlySQLite:
             )
         if min(time_limit, max_sql_chars, max_value_bytes, max_columns, max_count, max_result_bytes) <= 0:
             raise ValueError(
-                "time_limit, max_sql_chars, max_value_bytes, max_columns, max_count and max_result_bytes must be positive"
+                "time_limit, max_sql_chars, max_value_bytes, max_columns, max_count and max_result_bytes "
+                "must be positive"
             )
         self.max_result_bytes = int(max_result_bytes)
         self.time_limit = float(time_limit)

@@ -13,6 +13,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 from gymnasium.wrappers import TimeLimit
 
+from agentgym.app.evaluation import evaluate
 from agentgym.envs import sandbox as sandbox_module
 from agentgym.envs.code_data import (
     DIFFICULTIES,
@@ -27,7 +28,6 @@ from agentgym.envs.code_data import (
     write_tasks,
 )
 from agentgym.envs.code_sandbox import CodeSandboxEnv
-from agentgym.app.evaluation import evaluate
 from agentgym.envs.sandbox import Sandbox, SandboxUnavailable, layer_status
 from agentgym.tools import ToolCall
 from agentgym.wrappers import DiscreteToolActions

@@ -10,8 +10,8 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from agentgym.trainers.llm import LLMPolicy, token_logprobs
 from agentgym.trainers.dpo import DPO, DPOConfig, cancel_shared, dpo_loss, sequence_logprobs
+from agentgym.trainers.llm import LLMPolicy, token_logprobs
 from agentgym.trainers.preferences import PreferencePair, write_pairs
 from agentgym.trainers.rollout import RolloutConfig, Sample, collate, rollout
 from agentgym.trainers.sft import chat_sample
@@ -87,12 +87,17 @@ def true_pairs(n: int) -> list[PreferencePair]:
     return pairs
 
 
-def test_dpo_on_jsonl_pairs_starts_at_log2_and_learns_the_preference(tiny_model_path, tmp_path):
+def test_dpo_on_jsonl_pairs_starts_at_log2_and_learns_the_preference(tiny_model_path, tmp_path, monkeypatch):
+    from agentgym.trainers.run_dir import RunDir
+
     path = write_pairs(true_pairs(80), tmp_path / "pairs.jsonl")
     config = DPOConfig(
         data=str(path), eval_split=None, eval_fraction=0.2, beta=0.1, learning_rate=1e-3, epochs=2, batch_size=16
     )
     trainer = DPO(tiny_model_path, config, out_dir=tmp_path / "dpo")
+    writes = []
+    write_config = RunDir.write_config
+    monkeypatch.setattr(RunDir, "write_config", lambda run, *a, **kw: writes.append(a) or write_config(run, *a, **kw))
     rows = trainer.learn(progress_bar=False)  # ~4 s
     before, first, last = rows[0], rows[1], rows[-1]
     assert before["eval_loss"] == pytest.approx(math.log(2), abs=1e-5)  # held-out pairs, π = π_ref: h = 0
@@ -110,6 +115,7 @@ def test_dpo_on_jsonl_pairs_starts_at_log2_and_learns_the_preference(tiny_model_
         assert (tmp_path / "dpo" / name).exists()
     info = json.loads((tmp_path / "dpo" / "config.json").read_text())
     assert info["algorithm"] == "dpo" and (info["pairs"], info["eval_pairs"], info["skipped_pairs"]) == (64, 16, 0)
+    assert len(writes) == 1  # config.json is written once, when the pair counts and evaluations are known
 
 
 def test_iterative_dpo_from_rollouts_raises_the_preferred_behaviour(tiny_model_path):

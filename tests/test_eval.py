@@ -5,10 +5,10 @@ import socket
 
 import pytest
 
-from agentgym.cli import main
-from agentgym.envs.weather_data import SNAPSHOT_V0_SHA256
 from agentgym.app.evaluation import evaluate_agent
 from agentgym.app.reports import load_episodes, mean_interval, wilson_interval
+from agentgym.cli import main
+from agentgym.envs.weather_data import SNAPSHOT_V0_SHA256
 
 WEATHER = "agentgym/WeatherRun-v0"
 

@@ -10,11 +10,11 @@ import torch
 from pydantic import ValidationError
 
 import agentgym  # noqa: F401
-from agentgym.trainers.llm import LLMPolicy
 from agentgym.spaces import AnyText
 from agentgym.tools import ToolCall
 from agentgym.trainers.advantages import clipped_surrogate, group_relative_advantages, kl_k3
 from agentgym.trainers.grpo import GRPO, GRPOConfig
+from agentgym.trainers.llm import LLMPolicy
 from agentgym.trainers.rollout import RolloutConfig
 from agentgym.trainers.sft import SFT, SFTConfig, chat_sample
 

@@ -11,14 +11,14 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from agentgym.cli import main
-from agentgym.core import ToolEnv
-from agentgym.envs.cliff_walk import CliffWalkEnv, CliffWalkOracle
-from agentgym.envs.weather_data import is_suitable
 from agentgym.app.evaluation import evaluate_agent
 from agentgym.app.http_service import HTTPService
 from agentgym.app.reports import EpisodeRecord, load_episodes, to_json
+from agentgym.cli import main
+from agentgym.core import ToolEnv
+from agentgym.envs.cliff_walk import CliffWalkEnv, CliffWalkOracle
 from agentgym.envs.sandbox import layer_status
+from agentgym.envs.weather_data import is_suitable
 from agentgym.trainers import PPO
 
 FAULTY = "agentgym-test/FaultyCliffWalk-v0"

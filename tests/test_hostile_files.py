@@ -196,35 +196,31 @@ def test_resuming_a_run_with_a_damaged_config_json_names_it(tmp_path, config_jso
 
 
 def test_the_episode_log_of_a_resumed_run_drops_a_torn_line_and_names_a_damaged_one(tmp_path):
-    from types import SimpleNamespace
-
-    from agentgym.trainers.online import OnlineTrainer
+    from agentgym.trainers.run_dir import EpisodeLog
 
     log = tmp_path / "episodes.jsonl"
     log.write_bytes(b'{"step": 1, "a": "\xe2\x80\xa8"}\n{"step": 2}\n{"step": 3}\n{"step": 3, "act')  # killed mid-write
-    OnlineTrainer._trim_episode_log(SimpleNamespace(out_dir=tmp_path, step=2))  # what resume runs: keep steps <= 2
+    EpisodeLog(log).trim(2)  # what resume runs: keep steps <= 2
     assert log.read_bytes() == b'{"step": 1, "a": "\xe2\x80\xa8"}\n{"step": 2}\n'
     log.write_bytes(b'{"step": 1}\nnot json\n')
     with pytest.raises(ValueError, match=r"episodes.jsonl:2: not a logged episode"):
-        OnlineTrainer._trim_episode_log(SimpleNamespace(out_dir=tmp_path, step=2))
+        EpisodeLog(log).trim(2)
 
 
 def test_a_logged_episode_with_a_lone_surrogate_is_written_as_utf8_and_audited(tmp_path):
-    from types import SimpleNamespace
-
     from agentgym.app.audit import audit_run
-    from agentgym.trainers.online import OnlineTrainer
+    from agentgym.trainers.run_dir import EpisodeLog
 
     def logged(step, action):
         return {"step": step, "reward": 1.0, "env_reward": 1.0, "rm_reward": None, "success": False, "turns": 1,
                 "response_tokens": 5, "canonical": [True], "valid": [True], "truncation": None, "clipped": 0,
                 "actions": [action], "reset": {"seed": step}}  # fmt: skip
 
-    trainer = SimpleNamespace(accelerator=None, is_main=True, out_dir=tmp_path, _episode_log=[])
+    log = EpisodeLog(tmp_path / "episodes.jsonl")
     for step, action in enumerate(["answer(\ud800)", "answer(\udfff \U0001f600 \u2028)", "answer(ok)"], 1):
-        trainer._episode_log = [logged(step, action)]
-        OnlineTrainer._flush_episode_log(trainer)  # what every training step runs
-    assert trainer._episode_log == []
+        log.pending = [logged(step, action)]
+        log.append(log.take())  # what every training step runs
+    assert log.pending == []
     text = (tmp_path / "episodes.jsonl").read_bytes().decode("utf-8")  # valid UTF-8 throughout
     assert len(text.split("\n")) == 4 and "answer(\ufffd)" in text and "\U0001f600 \u2028" in text
     report = audit_run(tmp_path, quantile=0.0)

@@ -18,9 +18,9 @@ from http.server import BaseHTTPRequestHandler
 import httpx
 import pytest
 
-from agentgym.app.weather_server import WeatherServer
 from agentgym.app.http_service import HTTPService, Limits
 from agentgym.app.model_server import ModelServer, ScriptedResponder
+from agentgym.app.weather_server import WeatherServer
 
 WEATHER = "agentgym/WeatherRun-v0"
 FAST = Limits(

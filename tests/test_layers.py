@@ -58,7 +58,8 @@ def imported(module: str, path: Path) -> list[tuple[int, str]]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join([*package.split(".")[: len(package.split(".")) - node.level + 1], *filter(None, [base])])
+                parent = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parent, *filter(None, [base])])
             # `from agentgym import wrappers` imports the module agentgym.wrappers
             names += [(node.lineno, f"{base}.{a.name}" if f"{base}.{a.name}" in ALL else base) for a in node.names]
         elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):

@@ -146,7 +146,9 @@ def test_a_reward_model_replaces_or_mixes_with_the_env_reward(tiny_model_path, t
     assert len(set(scores)) > 1  # the transcripts differ, so do their scores
     rewards = trainer.turn_rewards(episodes)
     assert rewards == [[0.5, pytest.approx(0.5 * 2 + 2.0 * s)] for s in scores]
-    logged = trainer._episode_log
+    assert trainer.episode_log.pending == []  # turn_rewards computes rewards; the step logs them
+    trainer.log_episodes(episodes, rewards, trainer.reward_model_scores(episodes))
+    logged = trainer.episode_log.pending
     assert [e["rm_reward"] for e in logged] == pytest.approx(scores) and all(e["env_reward"] == 3.0 for e in logged)
 
 

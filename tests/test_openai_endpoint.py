@@ -12,13 +12,13 @@ import gymnasium as gym
 import httpx
 import pytest
 
-from agentgym.cli import main
-from agentgym.envs.weather_run import WeatherRunEnv
 from agentgym.app.evaluation import evaluate_agent
 from agentgym.app.http_service import HTTPService
 from agentgym.app.model_server import LLMResponder, ModelServer, ScriptedResponder, to_choice
 from agentgym.app.openai_agent import OpenAIAgent, OpenAIConfig
 from agentgym.app.reports import load_episodes
+from agentgym.cli import main
+from agentgym.envs.weather_run import WeatherRunEnv
 
 WEATHER = "agentgym/WeatherRun-v0"
 FAST_RETRIES = {"max_retries": 2, "backoff": 0.01, "max_backoff": 0.05}

@@ -797,6 +797,6 @@ def test_raw_newlines_inside_python_call_strings_are_read(text, code):
 
 def test_a_call_after_an_unclosed_brace_is_still_found():
     """Bounding the JSON reader's total work must not cost the common case: prose with a stray '{' first."""
-    text = 'I think {maybe this: ' + "x" * 5000 + ' {"name": "move", "arguments": {"direction": "up"}}'
+    text = "I think {maybe this: " + "x" * 5000 + ' {"name": "move", "arguments": {"direction": "up"}}'
     result = parse_tool_calls(text, ["move"])
     assert [(c.name, c.arguments) for c in result.calls] == [("move", {"direction": "up"})]

@@ -11,9 +11,9 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from agentgym.trainers.llm import LLMPolicy
 from agentgym.spaces import AnyText
 from agentgym.tools import ToolCall
+from agentgym.trainers.llm import LLMPolicy
 from agentgym.trainers.preferences import (
     PreferencePair,
     pairs_from_episodes,

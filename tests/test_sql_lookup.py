@@ -13,6 +13,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 from gymnasium.wrappers import TimeLimit
 
+from agentgym.app.evaluation import RandomAgent, evaluate
 from agentgym.envs.sql_data import (
     BUILT_WITH_SQLITE,
     DATABASE_V0,
@@ -31,7 +32,6 @@ from agentgym.envs.sql_data import (
 )
 from agentgym.envs.sql_lookup import SQLLookupEnv, looks_empty, results_match, rows_from_value
 from agentgym.envs.sql_safety import QueryError, ReadOnlySQLite, check_statement
-from agentgym.app.evaluation import RandomAgent, evaluate
 from agentgym.tools import ToolCall
 from agentgym.trainers import QLearning
 from agentgym.wrappers import DiscreteToolActions

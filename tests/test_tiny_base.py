@@ -13,9 +13,9 @@ import pytest
 
 import agentgym  # noqa: F401  (registers the ids)
 from agentgym.envs.weather_data import load_snapshot
-from agentgym.trainers.llm import LLMPolicy
 from agentgym.parser import parse_tool_calls
 from agentgym.registration import ENV_IDS
+from agentgym.trainers.llm import LLMPolicy
 from agentgym.trainers.tiny_corpus import chat_documents, made_up_name
 from agentgym.trainers.tiny_model import BASE_DIR, base_model_path
 

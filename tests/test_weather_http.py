@@ -11,10 +11,10 @@ import httpx
 import pytest
 
 import agentgym
+from agentgym.app.http_service import HTTPService
+from agentgym.app.weather_server import WeatherServer
 from agentgym.envs.weather_data import load_snapshot
 from agentgym.envs.weather_run import WeatherOracle
-from agentgym.app.weather_server import WeatherServer
-from agentgym.app.http_service import HTTPService
 
 ENV_ID = "agentgym/WeatherRun-v0"
 call = agentgym.ToolEnv.canonical

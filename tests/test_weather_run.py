@@ -9,6 +9,7 @@ import torch
 from pydantic import ValidationError
 
 import agentgym
+from agentgym.app.evaluation import evaluate
 from agentgym.envs.weather_data import (
     SNAPSHOT_V0,
     SNAPSHOT_V0_SHA256,
@@ -20,7 +21,6 @@ from agentgym.envs.weather_data import (
     write_snapshot,
 )
 from agentgym.envs.weather_run import WeatherOracle
-from agentgym.app.evaluation import evaluate
 from agentgym.trainers import PPO, REINFORCE, QLearning
 from agentgym.wrappers import DiscreteToolActions
 

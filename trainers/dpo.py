@@ -43,7 +43,6 @@ and the NLL term on the chosen tokens prevented it.
 from __future__ import annotations
 
 import copy
-import json
 import random
 import time
 from collections import Counter
@@ -57,10 +56,8 @@ import torch.nn.functional as F
 from pydantic import Field, model_validator
 from torch import Tensor
 
-import agentgym
+from agentgym.trainers.config import AdamWConfig, EvalConfig
 from agentgym.trainers.llm import LLMPolicy, token_logprobs
-from agentgym.trainers.metrics import MetricsWriter
-from agentgym.trainers.plotting import plot_learning_curves
 from agentgym.trainers.optim import adamw_with_warmup
 from agentgym.trainers.preferences import (
     PairsConfig,
@@ -71,6 +68,7 @@ from agentgym.trainers.preferences import (
     split_pairs,
 )
 from agentgym.trainers.rollout import Sample, collate, evaluate_split
+from agentgym.trainers.run_dir import RunDir
 from agentgym.trainers.sft import chat_sample
 
 __all__ = ["DPO", "DPOConfig", "cancel_shared", "dpo_loss", "sequence_logprobs"]
@@ -78,14 +76,13 @@ __all__ = ["DPO", "DPOConfig", "cancel_shared", "dpo_loss", "sequence_logprobs"]
 CURVE_KEYS = ("loss", "reward_accuracy", "reward_margin", "eval_success")
 
 
-class DPOConfig(PairsConfig):
-    """Every DPO knob, with defaults that suit 1–8 B models (see the module docstring for tiny ones)."""
+class DPOConfig(AdamWConfig, PairsConfig, EvalConfig):
+    """Every DPO knob, with defaults that suit 1–8 B models (see the module docstring for tiny ones).
 
-    eval_split: str | None = Field("test", description="Frozen split evaluated greedily before and after; None: skip.")
-    eval_env_kwargs: dict[str, Any] | None = Field(
-        None, description="gym.make kwargs for evaluation (None: env_kwargs), e.g. {} for the frozen snapshot."
-    )
-    eval_episodes: int | None = Field(None, ge=1, description="Evaluation episodes (None: every test task once).")
+    Where the pairs come from is :class:`~agentgym.trainers.preferences.PairsConfig`; the frozen split evaluated
+    before training and after every round, and the optimizer, come from :mod:`agentgym.trainers.config`.
+    """
+
     rounds: int = Field(1, ge=1, description="Iterative DPO: rebuild the pairs from the current policy this often.")
     beta: float = Field(0.1, gt=0, description="β: inverse strength of the anchor to the reference.")
     label_smoothing: float = Field(0.0, ge=0, lt=0.5, description="ε: assumed share of flipped preferences (cDPO).")
@@ -98,10 +95,6 @@ class DPOConfig(PairsConfig):
     epochs: int = Field(2, ge=1, description="Passes over each round's pairs.")
     batch_size: int = Field(16, ge=1, description="Pairs per optimizer step.")
     micro_batch_size: int = Field(16, ge=1, description="Pairs per forward/backward (gradients accumulate).")
-    learning_rate: float = Field(1e-6, gt=0, description="AdamW learning rate (1e-6–5e-6 for real models).")
-    warmup_steps: int = Field(0, ge=0, description="Linear learning-rate warm-up.")
-    weight_decay: float = Field(0.0, ge=0)
-    max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping by global norm.")
     max_length: int = Field(4096, ge=8, description="Pairs with a longer sample (tokens) are skipped, not cut.")
     eval_fraction: float = Field(0.0, ge=0, lt=1, description="Share of pairs held out (eval_loss, eval_reward_*).")
     seed: int = 0
@@ -213,6 +206,7 @@ class DPO:
                 check_model_path(source, what)
         self.policy = policy if isinstance(policy, LLMPolicy) else LLMPolicy.from_pretrained(policy)
         self.out_dir = Path(out_dir) if out_dir is not None else None
+        self.run = RunDir(self.out_dir) if self.out_dir is not None else None
         self.reference_path = str(reference) if isinstance(reference, str | Path) else self.policy.model.name_or_path
         if isinstance(reference, LLMPolicy):
             self.reference = reference.model
@@ -260,10 +254,7 @@ class DPO:
         from tqdm.auto import tqdm
 
         cfg = self.config
-        writer = None
-        if self.out_dir is not None:
-            self.out_dir.mkdir(parents=True, exist_ok=True)
-            writer = MetricsWriter(self.out_dir, step_key="step")
+        writer = self.run.metrics(step_key="step") if self.run is not None else None
         rows: list[dict[str, Any]] = []
         before = self._evaluation_row()
         self.evaluation["before"] = {k[5:]: v for k, v in before.items() if k.startswith("eval_")}
@@ -279,7 +270,6 @@ class DPO:
                     first = {"step": 0, "round": 0, **before, **self._held_out(held_out)}
                     rows.append(first)
                     if writer:
-                        (self.out_dir / "config.json").write_text(json.dumps(self._run_info(), indent=2) + "\n")
                         writer.write(first)
                 bar.total = (bar.total or 0) + cfg.epochs * -(-len(train) // cfg.batch_size)
                 for epoch in range(1, cfg.epochs + 1):
@@ -312,18 +302,10 @@ class DPO:
         if stopped and "eval_success" not in rows[-1] and cfg.eval_split is not None:
             rows[-1].update(self._evaluation_row())
         self.evaluation["after"] = {k[5:]: v for k, v in rows[-1].items() if k in before}
-        if self.out_dir is not None:
-            (self.out_dir / "config.json").write_text(json.dumps(self._run_info(), indent=2) + "\n")
-            self.policy.save_pretrained(self.out_dir / "final")
-            plot_learning_curves(
-                {"DPO": rows},
-                self.out_dir / "learning_curve.png",
-                keys=CURVE_KEYS,
-                x="step",
-                window=10,
-                title=f"DPO on {cfg.env_id if cfg.data is None else cfg.data}",
-                floor=None,
-            )
+        if self.run is not None:  # config.json once, when the pair counts and the evaluations are known
+            self.run.write_config("dpo", **self._run_info())
+            self.policy.save_pretrained(self.run.final)
+            self.run.plot("DPO", rows, keys=CURVE_KEYS, title=f"DPO on {cfg.env_id if cfg.data is None else cfg.data}")
         return rows
 
     # ------------------------------------------------------------------ one step
@@ -422,15 +404,14 @@ class DPO:
         return {f"eval_{k}": v for k, v in self.evaluate().items()}
 
     def _run_info(self) -> dict[str, Any]:
+        """``config.json``'s entries besides the algorithm and the provenance."""
         return {
-            "algorithm": "dpo",
             "config": self.config.model_dump(mode="json"),
             "reference": self.reference_path
             if self.config.rounds == 1 or not self.config.update_reference
             else f"each round's start policy (round 1: {self.reference_path})",
             **self.counts,
             "evaluation": self.evaluation,
-            "package_version": agentgym.__version__,
         }
 
 

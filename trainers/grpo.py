@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
@@ -37,7 +38,7 @@ from pydantic import Field
 
 from agentgym.trainers.advantages import clipped_surrogate, group_relative_advantages, kl_k3
 from agentgym.trainers.online import OnlineConfig, OnlineTrainer
-from agentgym.trainers.rollout import Episode, episode_metrics, random_resets, rollout
+from agentgym.trainers.rollout import Episode, Sample, episode_metrics, random_resets, rollout
 
 __all__ = ["GRPO", "GRPOConfig"]
 
@@ -59,6 +60,20 @@ class GRPOConfig(OnlineConfig):
     loss_type: Literal["grpo", "dr_grpo", "dapo"] = Field("dapo", description="How token losses are averaged.")
     num_iterations: int = Field(1, ge=1, description="Gradient steps per rollout batch (μ in the paper).")
     skip_zero_std: bool = Field(False, description="Drop groups whose rewards all tie from the loss (and the KL).")
+
+
+@dataclass
+class UniqueSample:
+    """A sample the update computes once for all its identical copies (same tokens, advantages of one sign)."""
+
+    sample: Sample
+    advantage_sum: float = 0.0
+    count: int = 0
+
+    @property
+    def advantage(self) -> float:
+        """The copies' mean advantage (0 for the placeholder a rank with nothing to learn sends)."""
+        return self.advantage_sum / max(self.count, 1)
 
 
 class GRPO(OnlineTrainer):
@@ -83,12 +98,15 @@ class GRPO(OnlineTrainer):
         """Play one batch of groups and update the policy on it; returns the step's metrics."""
         cfg = self.config
         t0 = time.perf_counter()
-        tasks = self.shard(random_resets(self.rng, cfg.tasks_per_step, self.num_tasks))
+        tasks = self.group.shard(random_resets(self.rng, cfg.tasks_per_step, self.num_tasks))
         resets = [reset for reset in tasks for _ in range(cfg.num_generations)]  # a group: same task, same seed
         episodes = rollout(self.policy, self.envs[: len(resets)], resets, cfg.rollout, generator=self.generator)
         t_rollout = time.perf_counter() - t0
         t_env = sum(ep.env_seconds for ep in episodes)
-        rewards = torch.tensor([sum(r) for r in self.turn_rewards(episodes)])
+        scores = self.reward_model_scores(episodes)
+        turn_rewards = self.turn_rewards(episodes, scores)
+        self.log_episodes(episodes, turn_rewards, scores)
+        rewards = torch.tensor([sum(r) for r in turn_rewards])
         groups = group_relative_advantages(rewards, cfg.num_generations, scale=cfg.scale_rewards == "group")
         advantages = groups.advantages
         if cfg.scale_rewards == "batch":
@@ -96,7 +114,7 @@ class GRPO(OnlineTrainer):
         stats = self._update(episodes, advantages, groups.tied)
         self.step += 1
         generated = sum(ep.response_tokens for ep in episodes)
-        return self.mean_across_ranks(
+        return self.group.mean(
             {
                 "step": self.step,
                 **episode_metrics(episodes),
@@ -117,45 +135,43 @@ class GRPO(OnlineTrainer):
         # Identical samples (same tokens; advantages of the same sign) are computed once with a weight:
         # exact, since their ratios are equal and the clipped surrogate is linear in A for a fixed sign.
         # After SFT most turns of a group are identical, so this removes most of the update's work.
-        merged: dict[tuple, list] = {}
+        merged: dict[tuple, UniqueSample] = {}
         for ep, a, t in zip(episodes, advantages.tolist(), tied.tolist(), strict=True):
             if cfg.skip_zero_std and t:
                 continue
             for s in ep.samples:
                 if any(s.loss_mask):
-                    entry = merged.setdefault((a > 0, tuple(s.input_ids), tuple(s.loss_mask)), [s, 0.0, 0])
-                    entry[1] += a
-                    entry[2] += 1
+                    entry = merged.setdefault((a > 0, tuple(s.input_ids), tuple(s.loss_mask)), UniqueSample(s))
+                    entry.advantage_sum += a
+                    entry.count += 1
         unique = list(merged.values())
-        local = [sum(c for _, _, c in unique), sum(c * sum(s.loss_mask) for s, _, c in unique)]
-        n_samples, n_tokens = self.sum_across_ranks(*local)  # the loss is normalised over all ranks' batch
+        local = [sum(u.count for u in unique), sum(u.count * sum(u.sample.loss_mask) for u in unique)]
+        n_samples, n_tokens = self.group.sum(*local)  # the loss is normalised over all ranks' batch
         if not n_tokens:
             return {"loss": 0.0, "kl": 0.0, "clipfrac": 0.0, "entropy": 0.0, "grad_norm": 0.0, "unique_samples": 1.0}
         if not unique:  # this rank has nothing to learn from, but must still join the gradient all-reduce
-            unique = [[next(s for ep in episodes for s in ep.samples if any(s.loss_mask)), 0.0, 0]]
+            unique = [UniqueSample(next(s for ep in episodes for s in ep.samples if any(s.loss_mask)))]
         batches = []
         for start in range(0, len(unique), cfg.micro_batch_size):
             chunk = unique[start : start + cfg.micro_batch_size]
-            batch = self.batch([s for s, _, _ in chunk])
+            batch = self.batch([u.sample for u in chunk])
             device = batch["input_ids"].device
-            batch["advantages"] = torch.tensor([total / max(count, 1) for _, total, count in chunk], device=device)[
-                :, None
-            ]
-            batch["weights"] = torch.tensor([float(count) for _, _, count in chunk], device=device)[:, None]
+            batch["advantages"] = torch.tensor([u.advantage for u in chunk], device=device)[:, None]
+            batch["weights"] = torch.tensor([float(u.count) for u in chunk], device=device)[:, None]
             with torch.no_grad():
                 if cfg.num_iterations > 1:
-                    batch["old_logp"] = self._scores(batch).logp
+                    batch["old_logp"] = self.scorer(batch, cfg.rollout.temperature).logp
                 if self.reference is not None:
                     batch["ref_logp"] = self.reference_logp(batch)
             batches.append(batch)
         scale = self.world_size  # DDP averages gradients over ranks; the losses below are already global means
         sums = {"loss": 0.0, "kl": 0.0, "clipped": 0.0, "entropy": 0.0}
-        self.trained.train()
+        self.scorer.train()
         for iteration in range(cfg.num_iterations):
             self.optimizer.zero_grad(set_to_none=True)
             for i, batch in enumerate(batches):
                 with self.gradient_sync(i == len(batches) - 1):
-                    scores = self.trained(batch, cfg.rollout.temperature, with_entropy=iteration == 0)
+                    scores = self.train_pass(batch, with_entropy=iteration == 0)
                     logp, ent = scores.logp, scores.entropy
                     mask = batch["loss_mask"].to(logp.dtype)
                     weighted = mask * batch["weights"]  # each unique sample counts as many times as it occurred
@@ -182,7 +198,7 @@ class GRPO(OnlineTrainer):
                         sums["entropy"] += float((ent * weighted).sum())
             grad_norm = self.optimizer_step()
         self.scheduler.step()
-        loss, kl, clipped, ent = self.sum_across_ranks(sums["loss"], sums["kl"], sums["clipped"], sums["entropy"])
+        loss, kl, clipped, ent = self.group.sum(sums["loss"], sums["kl"], sums["clipped"], sums["entropy"])
         return {
             "loss": loss / cfg.num_iterations / self.world_size,
             "kl": kl / n_tokens,
@@ -191,6 +207,3 @@ class GRPO(OnlineTrainer):
             "grad_norm": grad_norm if math.isfinite(grad_norm) else float("nan"),
             "unique_samples": len(merged) / max(1, local[0]),
         }
-
-    def _scores(self, batch: dict[str, torch.Tensor]):
-        return self.scorer(batch, self.config.rollout.temperature)

@@ -104,14 +104,17 @@ class LLMPPO(OnlineTrainer):
         """Play one batch of episodes and run PPO epochs on it; returns the step's metrics."""
         cfg = self.config
         t0 = time.perf_counter()
-        resets = self.shard(random_resets(self.rng, cfg.episodes_per_step, self.num_tasks))
+        resets = self.group.shard(random_resets(self.rng, cfg.episodes_per_step, self.num_tasks))
         episodes = rollout(self.policy, self.envs[: len(resets)], resets, cfg.rollout, generator=self.generator)
         t_rollout = time.perf_counter() - t0
-        batch = self._advantages(episodes, self.turn_rewards(episodes))
+        scores = self.reward_model_scores(episodes)
+        turn_rewards = self.turn_rewards(episodes, scores)
+        self.log_episodes(episodes, turn_rewards, scores)
+        batch = self._advantages(episodes, turn_rewards)
         stats = self._update(batch)
         self.step += 1
         generated = sum(ep.response_tokens for ep in episodes)
-        return self.mean_across_ranks(
+        return self.group.mean(
             {
                 "step": self.step,
                 **episode_metrics(episodes),
@@ -172,7 +175,7 @@ class LLMPPO(OnlineTrainer):
         flat_adv = torch.cat([a[m] for a, m in zip(advantages, masks, strict=True)])
         flat_ret = torch.cat([r[m] for r, m in zip(returns, masks, strict=True)])
         flat_val = torch.cat([v[m] for v, m in zip(values, masks, strict=True)])
-        n, total, total_sq = self.sum_across_ranks(len(flat_adv), float(flat_adv.sum()), float((flat_adv**2).sum()))
+        n, total, total_sq = self.group.sum(len(flat_adv), float(flat_adv.sum()), float((flat_adv**2).sum()))
         if cfg.whiten_advantages and n > 1:
             mean = total / n
             std = math.sqrt(max(total_sq / n - mean**2, 0.0) * n / (n - 1))
@@ -195,11 +198,11 @@ class LLMPPO(OnlineTrainer):
         cfg = self.config
         samples: list[Sample] = data["samples"]
         n_local = len(samples)
-        if not self.sum_across_ranks(n_local)[0]:
+        if not self.group.sum(n_local)[0]:
             return {"policy_loss": 0.0, "value_loss": 0.0, "clipfrac": 0.0, "approx_kl": 0.0, "kl": 0.0}
         sums = {"policy_loss": 0.0, "value_loss": 0.0, "clipped": 0.0, "approx_kl": 0.0, "entropy": 0.0, "tokens": 0.0}
         grad_norms = []
-        self.trained.train()
+        self.scorer.train()
         for _ in range(cfg.ppo_epochs):
             order = torch.randperm(n_local, generator=self.generator).tolist()
             for minibatch in range(cfg.num_minibatches):
@@ -207,7 +210,7 @@ class LLMPPO(OnlineTrainer):
                 weight = 1.0
                 if not chosen:  # this rank has too few samples, but must still join the all-reduce
                     chosen, weight = [0] if n_local else [], 0.0
-                n_tokens = self.sum_across_ranks(weight * sum(sum(samples[i].loss_mask) for i in chosen))[0]
+                n_tokens = self.group.sum(weight * sum(sum(samples[i].loss_mask) for i in chosen))[0]
                 self.optimizer.zero_grad(set_to_none=True)
                 chunks = [chosen[k : k + cfg.micro_batch_size] for k in range(0, len(chosen), cfg.micro_batch_size)]
                 for c, chunk in enumerate(chunks):
@@ -217,9 +220,7 @@ class LLMPPO(OnlineTrainer):
                             _padded([data[key][i] for i in chunk], batch["input_ids"])
                             for key in ("advantages", "returns", "values", "old_logp")
                         )
-                        scores = self.trained(
-                            batch, cfg.rollout.temperature, with_entropy=True, entropy_grad=cfg.ent_coef > 0
-                        )
+                        scores = self.train_pass(batch, with_entropy=True, entropy_grad=cfg.ent_coef > 0)
                         mask = batch["loss_mask"].to(scores.logp.dtype) * weight
                         surrogate, ratio = clipped_surrogate(scores.logp, old_logp, adv, cfg.clip_eps)
                         v_error = value_loss(scores.values, ret, old_v, cfg.value_clip, reduction="none")
@@ -239,7 +240,7 @@ class LLMPPO(OnlineTrainer):
                         sums["tokens"] += float(mask.sum())
                 grad_norms.append(self.optimizer_step())
         self.scheduler.step()
-        totals = dict(zip(sums, self.sum_across_ranks(*sums.values()), strict=True))
+        totals = dict(zip(sums, self.group.sum(*sums.values()), strict=True))
         tokens = max(totals.pop("tokens"), 1.0)
         grad_norm = max(grad_norms)
         return {

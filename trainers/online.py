@@ -18,6 +18,11 @@ so SFT → reward model → PPO, the classic RLHF pipeline, is ``reward_model=PA
 Every episode is logged to ``episodes.jsonl`` with both rewards and the env's verdict (``success``)
 for ``agentgym audit RUN_DIR``, which lists high-reward episodes the rules reject.
 
+**Reading order.** :meth:`OnlineTrainer.learn` is the loop; a subclass's ``train_step`` is one step (play,
+reward, log the episodes, update). What a step needs around the math lives in small pieces:
+:class:`ProcessGroup` (ranks and their collectives), :class:`~agentgym.trainers.run_dir.RunDir` (files) and
+:class:`~agentgym.trainers.run_dir.EpisodeLog` (``episodes.jsonl``). The module trained is :attr:`scorer`.
+
 **More than one process.** Started by ``torchrun`` or ``accelerate launch`` (``WORLD_SIZE > 1``),
 the trainer uses ``accelerate``: the training pass is wrapped in DistributedDataParallel (gloo on
 CPU, NCCL on GPUs), each rank plays its share of the step's tasks, gradients are averaged with the
@@ -31,7 +36,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import json
 import os
 import random
 from collections.abc import Callable, Iterator
@@ -39,43 +43,26 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator
 from torch import Tensor
 
-import agentgym
-from agentgym.core import valid_utf8
-from agentgym.trainers.llm import LLMPolicy, TokenScores, score_tokens
-from agentgym.trainers.metrics import MetricsWriter
-from agentgym.trainers.plotting import plot_learning_curves
 from agentgym.registration import make_env
-from agentgym.trainers.checkpoint import latest_checkpoint, load_trainer_state, read_run_config, save_checkpoint
+from agentgym.trainers.checkpoint import load_trainer_state, save_checkpoint
+from agentgym.trainers.config import AdamWConfig, CheckpointConfig, EvalConfig
+from agentgym.trainers.llm import LLMPolicy, TokenScores, score_tokens
 from agentgym.trainers.optim import adamw_with_warmup
-from agentgym.trainers.rollout import Episode, RolloutConfig, Sample, collate, evaluate_split
+from agentgym.trainers.rollout import Episode, Sample, collate, evaluate_split
+from agentgym.trainers.run_dir import EpisodeLog, RunDir
 
-__all__ = ["OnlineConfig", "OnlineTrainer", "TokenScorer"]
+__all__ = ["OnlineConfig", "OnlineTrainer", "ProcessGroup", "TokenScorer"]
 
 
-class OnlineConfig(BaseModel):
-    """The settings every online LLM trainer has (GRPO and PPO add their own)."""
+class OnlineConfig(CheckpointConfig, AdamWConfig, EvalConfig):
+    """The settings every online LLM trainer has (GRPO and PPO add their own); the env, evaluation, optimizer
+    and checkpoint fields come from :mod:`agentgym.trainers.config`."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    env_id: str = Field("agentgym/WeatherRun-v0", description="A registered agentgym text env.")
-    env_kwargs: dict[str, Any] = Field(default_factory=dict, description="Passed to gym.make for training envs.")
-    train_split: str | None = Field("train", description="Split for training episodes (envs that have splits).")
-    eval_split: str | None = Field("test", description="Frozen split evaluated at every checkpoint.")
-    eval_env_kwargs: dict[str, Any] | None = Field(
-        None,
-        description="gym.make kwargs for evaluation (None: env_kwargs), e.g. {} to train on a random backend "
-        "but evaluate on the frozen snapshot.",
-    )
-    rollout: RolloutConfig = Field(default_factory=RolloutConfig, description="How episodes are played.")
     steps: int = Field(200, ge=1, description="Training steps (one rollout batch each).")
-    learning_rate: float = Field(1e-6, gt=0, description="Adam learning rate (1e-6–5e-6 for real models).")
-    warmup_steps: int = Field(0, ge=0, description="Linear learning-rate warm-up.")
-    weight_decay: float = Field(0.0, ge=0)
     adam_betas: tuple[float, float] = (0.9, 0.99)
-    max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping by global norm.")
     beta: float = Field(0.04, ge=0, description="KL coefficient to the frozen reference (0: no reference loaded).")
     micro_batch_size: int = Field(64, ge=1, description="Samples per forward/backward (gradients accumulate).")
     reward_model: str | None = Field(
@@ -91,7 +78,6 @@ class OnlineConfig(BaseModel):
     )
     log_episodes: bool = Field(True, description="Write every training episode to episodes.jsonl (for audits).")
     checkpoint_every: int = Field(50, ge=0, description="Save + evaluate every N steps (0: only at the end).")
-    eval_episodes: int | None = Field(None, ge=1, description="Evaluation episodes (None: every test task once).")
     seed: int = 0
 
     @field_validator("reward_model")
@@ -128,6 +114,61 @@ class TokenScorer(torch.nn.Module):
         )
 
 
+class ProcessGroup:
+    """The processes of a run: one, or several started by ``torchrun``/``accelerate launch`` (``WORLD_SIZE > 1``),
+    which talk through ``accelerate``. In one process every collective is the identity."""
+
+    def __init__(self) -> None:
+        self.accelerator = _accelerator()
+        self.rank = self.accelerator.process_index if self.accelerator else 0
+        self.world_size = self.accelerator.num_processes if self.accelerator else 1
+
+    def shard(self, items: list[Any]) -> list[Any]:
+        """This rank's share of a list every rank built identically."""
+        return items[self.rank :: self.world_size]
+
+    def sum(self, *values: float) -> list[float]:
+        """Element-wise sums over all ranks (the values themselves in one process)."""
+        if self.accelerator is None:
+            return list(values)
+        tensor = torch.tensor(values, dtype=torch.float64, device=self.accelerator.device)
+        return self.accelerator.reduce(tensor, reduction="sum").tolist()
+
+    def mean(self, row: dict[str, Any]) -> dict[str, Any]:
+        """A metrics row's numbers averaged over ranks (NaNs count as 0)."""
+        if self.accelerator is None:
+            return row
+        keys = [k for k, v in row.items() if isinstance(v, int | float) and k != "step"]
+        sums = self.sum(*[float(row[k]) if row[k] == row[k] else 0.0 for k in keys])
+        return {**row, **{k: s / self.world_size for k, s in zip(keys, sums, strict=True)}}
+
+    def gather(self, items: list[Any]) -> list[Any]:
+        """Every rank's ``items``, concatenated in rank order (a collective)."""
+        if self.accelerator is None:
+            return items
+        from accelerate.utils import gather_object
+
+        return [item for part in gather_object([items]) for item in part]
+
+    def place(self, model: torch.nn.Module) -> None:
+        """Move ``model`` to this rank's device (a multi-process run; one process leaves it where it is)."""
+        if self.accelerator:
+            model.to(self.accelerator.device)
+
+    def wrap(self, module: torch.nn.Module) -> torch.nn.Module:
+        """``module`` in DistributedDataParallel (several processes), else ``module`` itself."""
+        return self.accelerator.prepare_model(module) if self.accelerator else module
+
+    @contextlib.contextmanager
+    def no_sync(self, wrapped: torch.nn.Module, sync: bool) -> Iterator[None]:
+        """Accumulate gradients locally (``sync=False``) or all-reduce them in this backward (``True``)."""
+        if self.accelerator is None or sync:
+            yield
+        else:
+            with self.accelerator.no_sync(wrapped):
+                yield
+
+
 class OnlineTrainer:
     """The loop, checkpoints, evaluation, reward sources and process group of an online LLM trainer.
 
@@ -151,38 +192,24 @@ class OnlineTrainer:
     ) -> None:
         base = (config or self.config_class()).model_dump()
         self.config = cfg = self.config_class.model_validate({**base, **overrides})
-        self.accelerator = _accelerator()
-        self.rank = self.accelerator.process_index if self.accelerator else 0
-        self.world_size = self.accelerator.num_processes if self.accelerator else 1
+        self.group = ProcessGroup()
         probe = make_env(cfg.env_id, cfg.train_split, cfg.env_kwargs)  # a bad env id fails before a model loads
         self.num_tasks = getattr(probe.unwrapped, "num_tasks", None)
         self.policy = policy if isinstance(policy, LLMPolicy) else LLMPolicy.from_pretrained(policy)
-        if self.accelerator:
-            self.policy.model.to(self.accelerator.device)
+        self.group.place(self.policy.model)
         self.out_dir = Path(out_dir) if out_dir is not None else None
+        self.run = RunDir(self.out_dir) if self.out_dir is not None else None
+        self.episode_log = EpisodeLog(self.run.path / "episodes.jsonl") if self.run is not None else None
         self.reference_path = str(reference) if isinstance(reference, str | Path) else self.policy.model.name_or_path
-        self.reference = None
-        if cfg.beta > 0:
-            if isinstance(reference, LLMPolicy):
-                self.reference = reference.model
-            elif isinstance(reference, str | Path):
-                self.reference = LLMPolicy.from_pretrained(reference).model.to(self.policy.device)
-            else:
-                self.reference = copy.deepcopy(self.policy.model)
-            self.reference.eval().requires_grad_(False)
-        self.reward_model = None
-        if cfg.reward_model:
-            from agentgym.trainers.reward_model import RewardModel
-
-            self.reward_model = RewardModel.from_pretrained(cfg.reward_model)
-            self.reward_model.model.to(self.policy.device)
+        self.reference = self._reference_model(reference) if cfg.beta > 0 else None
+        self.reward_model = self._reward_model() if cfg.reward_model else None
         self.envs = [probe] + [
             make_env(cfg.env_id, cfg.train_split, cfg.env_kwargs) for _ in range(self.envs_needed() - 1)
         ]
         torch.manual_seed(cfg.seed)
         self.rng = random.Random(cfg.seed)  # the same on every rank: all ranks draw the same tasks
         self.generator = torch.Generator().manual_seed(cfg.seed + self.rank)  # sampling differs per rank
-        self.scorer = TokenScorer(self.policy.model, self.value_head())
+        self.scorer = TokenScorer(self.policy.model, self.value_head())  # the trained module
         self.optimizer, self.scheduler = adamw_with_warmup(
             self.scorer.parameters(),
             cfg.learning_rate,
@@ -190,9 +217,24 @@ class OnlineTrainer:
             betas=cfg.adam_betas,
             weight_decay=cfg.weight_decay,
         )
-        self.trained = self.accelerator.prepare_model(self.scorer) if self.accelerator else self.scorer
+        self._wrapped = self.group.wrap(self.scorer)  # what the training pass calls: DDP over ``scorer``, or it
         self.step = 0
-        self._episode_log: list[dict[str, Any]] = []
+
+    def _reference_model(self, reference: LLMPolicy | str | Path | None) -> torch.nn.Module:
+        if isinstance(reference, LLMPolicy):
+            model = reference.model
+        elif isinstance(reference, str | Path):
+            model = LLMPolicy.from_pretrained(reference).model.to(self.policy.device)
+        else:
+            model = copy.deepcopy(self.policy.model)
+        return model.eval().requires_grad_(False)
+
+    def _reward_model(self) -> Any:
+        from agentgym.trainers.reward_model import RewardModel
+
+        reward_model = RewardModel.from_pretrained(self.config.reward_model)
+        reward_model.model.to(self.policy.device)
+        return reward_model
 
     # ------------------------------------------------------------------ for subclasses
 
@@ -217,6 +259,18 @@ class OnlineTrainer:
     # ------------------------------------------------------------------ public API
 
     @property
+    def accelerator(self) -> Any:
+        return self.group.accelerator
+
+    @property
+    def rank(self) -> int:
+        return self.group.rank
+
+    @property
+    def world_size(self) -> int:
+        return self.group.world_size
+
+    @property
     def is_main(self) -> bool:
         return self.rank == 0
 
@@ -234,13 +288,8 @@ class OnlineTrainer:
         from tqdm.auto import tqdm
 
         total = steps if steps is not None else self.config.steps
-        writer = None
-        writes = self.out_dir is not None and self.is_main
-        if writes:
-            self.out_dir.mkdir(parents=True, exist_ok=True)
-            (self.out_dir / "config.json").write_text(json.dumps(self._run_info(), indent=2) + "\n")
-            writer = MetricsWriter(self.out_dir, step_key="step", resume_after=self.step if self.step else None)
-            self._trim_episode_log()
+        writes = self.run is not None and self.is_main
+        writer = self._start_files() if writes else None
         rows = list(writer.rows) if writer else []
         name = self.algorithm.upper()
         bar = tqdm(total=total, initial=self.step, desc=name, disable=not progress_bar or not writes, unit="step")
@@ -248,13 +297,12 @@ class OnlineTrainer:
             while self.step < total:
                 row = self.train_step()
                 every = self.config.checkpoint_every
-                if self.out_dir is not None and ((every and self.step % every == 0) or self.step == total):
+                if self.run is not None and ((every and self.step % every == 0) or self.step == total):
                     row.update(self.checkpoint())
                 rows.append(row)
                 if writer:
                     writer.write(row)
-                if self.out_dir is not None and self.config.log_episodes:
-                    self._flush_episode_log()  # a collective: every rank calls it
+                self._flush_episode_log()  # a collective: every rank calls it
                 bar.update(1)
                 bar.set_postfix(reward=f"{row['reward']:.2f}", success=f"{row['success']:.2f}", kl=f"{row['kl']:.3f}")
                 if callback is not None and callback(self, row) is False:
@@ -264,16 +312,8 @@ class OnlineTrainer:
             if writer:
                 writer.close()
         if writes:
-            self.save(self.out_dir / "final")
-            plot_learning_curves(
-                {name: rows},
-                self.out_dir / "learning_curve.png",
-                keys=self.curve_keys,
-                x="step",
-                window=10,
-                title=f"{name} on {self.config.env_id}",
-                floor=None,
-            )
+            self.save(self.run.final)
+            self.run.plot(name, rows, keys=self.curve_keys, title=f"{name} on {self.config.env_id}")
         return rows
 
     def evaluate(self, *, split: str | None = None, episodes: int | None = None) -> dict[str, float]:
@@ -288,11 +328,11 @@ class OnlineTrainer:
 
     def checkpoint(self) -> dict[str, float]:
         """Save ``checkpoints/step-N`` and evaluate it (rank 0); returns the evaluation as ``eval_*`` metrics."""
-        assert self.out_dir is not None
+        assert self.run is not None
         if not self.is_main:
             return {}
         path = save_checkpoint(
-            self.out_dir / "checkpoints" / f"step-{self.step:06d}",
+            self.run.checkpoint(self.step),
             self.policy,
             step=self.step,
             optimizer=self.optimizer,
@@ -307,21 +347,21 @@ class OnlineTrainer:
     @classmethod
     def resume(cls, run_dir: str | Path, checkpoint: str | Path | None = None, **overrides: Any) -> OnlineTrainer:
         """Continue a run from its latest checkpoint (or ``checkpoint``): weights, optimizer, RNGs, step."""
-        run_dir = Path(run_dir)
-        ckpt = Path(checkpoint) if checkpoint else latest_checkpoint(run_dir)
+        run = RunDir(run_dir)
+        ckpt = Path(checkpoint) if checkpoint else run.latest_checkpoint()
         if ckpt is None:
-            raise FileNotFoundError(f"no checkpoint under {run_dir}/checkpoints; nothing to resume")
-        info = read_run_config(run_dir, cls.algorithm)
+            raise FileNotFoundError(f"no checkpoint under {run.path}/checkpoints; nothing to resume")
+        info = run.read_config(cls.algorithm)
         try:
             cls.config_class.model_validate(info["config"])
         except ValidationError as exc:
             first = exc.errors(include_url=False)[0]
             where = ".".join(map(str, first["loc"]))
             raise ValueError(
-                f"{run_dir / 'config.json'}: the saved config is not valid ({where}: {first['msg']})"
+                f"{run.path / 'config.json'}: the saved config is not valid ({where}: {first['msg']})"
             ) from None
         config = cls.config_class.model_validate({**info["config"], **overrides})
-        trainer = cls(ckpt, config, out_dir=run_dir, reference=info.get("reference") if config.beta > 0 else None)
+        trainer = cls(ckpt, config, out_dir=run.path, reference=info.get("reference") if config.beta > 0 else None)
         trainer.load_extra(ckpt)
         state = load_trainer_state(
             ckpt, optimizer=trainer.optimizer, scheduler=trainer.scheduler, generator=trainer.generator, rng=trainer.rng
@@ -332,41 +372,36 @@ class OnlineTrainer:
         trainer.reference_path = info.get("reference")
         return trainer
 
-    # ------------------------------------------------------------------ helpers for train_step
+    # ------------------------------------------------------------------ rewards (see the module docstring)
 
-    def shard(self, items: list[Any]) -> list[Any]:
-        """This rank's share of a list every rank built identically."""
-        return items[self.rank :: self.world_size]
+    def reward_model_scores(self, episodes: list[Episode]) -> list[float] | None:
+        """The reward model's score of each episode's transcript (None without a reward model)."""
+        return self.reward_model.score_episodes(episodes) if self.reward_model is not None else None
 
-    def turn_rewards(self, episodes: list[Episode]) -> list[list[float]]:
-        """Each episode's per-turn training rewards from the configured reward sources (see module doc)."""
+    def turn_rewards(self, episodes: list[Episode], scores: list[float] | None = None) -> list[list[float]]:
+        """Each episode's per-turn training rewards from the configured reward sources (see module doc).
+
+        ``scores`` are :meth:`reward_model_scores` of ``episodes`` (computed here when not given)."""
         cfg = self.config
+        if scores is None:
+            scores = self.reward_model_scores(episodes)
         rewards = [[cfg.env_reward_coef * r for r in ep.rewards] for ep in episodes]
-        scores = self.reward_model.score_episodes(episodes) if self.reward_model is not None else None
         for i, ep in enumerate(episodes):
             if scores is not None and rewards[i]:
                 rewards[i][-1] += cfg.reward_model_coef * scores[i]
             if ep.truncated and rewards[i]:
                 rewards[i][-1] -= cfg.truncation_penalty
-            if cfg.log_episodes and self.out_dir is not None:
-                self._episode_log.append(
-                    {
-                        "step": self.step + 1,
-                        "reset": ep.reset,
-                        "reward": sum(rewards[i]),
-                        "env_reward": ep.total_reward,
-                        "rm_reward": None if scores is None else scores[i],
-                        "success": ep.success,
-                        "turns": ep.turns,
-                        "response_tokens": ep.response_tokens,
-                        "canonical": ep.canonical,
-                        "valid": ep.valid,
-                        "truncation": ep.truncation,
-                        "clipped": ep.clipped,
-                        "actions": ep.actions,
-                    }
-                )
         return rewards
+
+    def log_episodes(
+        self, episodes: list[Episode], rewards: list[list[float]], scores: list[float] | None = None
+    ) -> None:
+        """Queue this step's episodes for ``episodes.jsonl`` (written after the step; with ``log_episodes`` and a run
+        directory)."""
+        if self.episode_log is not None and self.config.log_episodes:
+            self.episode_log.record(self.step + 1, episodes, rewards, scores)
+
+    # ------------------------------------------------------------------ helpers for train_step
 
     def reference_logp(self, batch: dict[str, Tensor]) -> Tensor:
         with torch.no_grad():
@@ -381,20 +416,12 @@ class OnlineTrainer:
     def batch(self, samples: list[Sample]) -> dict[str, Tensor]:
         return {k: v.to(self.policy.device) for k, v in collate(samples, self.policy.pad_id).items()}
 
-    def sum_across_ranks(self, *values: float) -> list[float]:
-        """Element-wise sums over all ranks (the values themselves in one process)."""
-        if self.accelerator is None:
-            return list(values)
-        tensor = torch.tensor(values, dtype=torch.float64, device=self.accelerator.device)
-        return self.accelerator.reduce(tensor, reduction="sum").tolist()
-
-    def mean_across_ranks(self, row: dict[str, Any]) -> dict[str, Any]:
-        """Average a metrics row's numbers over ranks (NaNs count as 0)."""
-        if self.accelerator is None:
-            return row
-        keys = [k for k, v in row.items() if isinstance(v, int | float) and k != "step"]
-        sums = self.sum_across_ranks(*[float(row[k]) if row[k] == row[k] else 0.0 for k in keys])
-        return {**row, **{k: s / self.world_size for k, s in zip(keys, sums, strict=True)}}
+    def train_pass(
+        self, batch: dict[str, Tensor], *, with_entropy: bool = False, entropy_grad: bool = False
+    ) -> TokenScores:
+        """:attr:`scorer` on ``batch`` with gradients, at the rollout temperature (through DDP with several ranks)."""
+        temperature = self.config.rollout.temperature
+        return self._wrapped(batch, temperature, with_entropy=with_entropy, entropy_grad=entropy_grad)
 
     @contextlib.contextmanager
     def gradient_sync(self, sync: bool) -> Iterator[None]:
@@ -402,11 +429,8 @@ class OnlineTrainer:
 
         Every rank must run exactly one synced backward per optimizer step.
         """
-        if self.accelerator is None or sync:
+        with self.group.no_sync(self._wrapped, sync):
             yield
-        else:
-            with self.accelerator.no_sync(self.trained):
-                yield
 
     def optimizer_step(self) -> float:
         """Clip gradients, step the optimizer; returns the gradient norm before clipping."""
@@ -417,51 +441,26 @@ class OnlineTrainer:
 
     # ------------------------------------------------------------------ files
 
-    def _run_info(self) -> dict[str, Any]:
-        return {
-            "algorithm": self.algorithm,
-            "config": self.config.model_dump(mode="json"),
-            "reference": self.reference_path,
-            "world_size": self.world_size,
-            "package_version": agentgym.__version__,
-        }
+    def _start_files(self) -> Any:
+        """Write ``config.json``, open the metrics (keeping a resumed run's rows) and trim the episode log."""
+        assert self.run is not None and self.episode_log is not None
+        self.run.write_config(
+            self.algorithm,
+            config=self.config.model_dump(mode="json"),
+            reference=self.reference_path,
+            world_size=self.world_size,
+        )
+        writer = self.run.metrics(step_key="step", resume_after=self.step if self.step else None)
+        self.episode_log.trim(self.step)
+        return writer
 
     def _flush_episode_log(self) -> None:
-        """Append the logged episodes to ``episodes.jsonl`` (rank 0), as valid UTF-8: a lone surrogate a model
-        wrote into an action becomes U+FFFD, so no action can stop the log or the run."""
-        episodes = self._episode_log
-        if self.accelerator is not None:
-            from accelerate.utils import gather_object
-
-            episodes = gather_object([episodes])
-            episodes = [e for part in episodes for e in part]
-        self._episode_log = []
-        if self.is_main and episodes and self.out_dir is not None:
-            with (self.out_dir / "episodes.jsonl").open("a", encoding="utf-8") as f:
-                f.writelines(valid_utf8(json.dumps(e, ensure_ascii=False)) + "\n" for e in episodes)
-
-    def _trim_episode_log(self) -> None:
-        """On resume, drop logged episodes of steps after the checkpoint (they are played again), and a torn
-        last line (the run was killed while writing it)."""
-        path = self.out_dir / "episodes.jsonl"
-        if path.exists():
-            data = path.read_bytes()
-            lines = data[: data.rfind(b"\n") + 1].splitlines()
-            keep = [
-                line for n, line in enumerate(lines, 1) if line.strip() and _logged_step(path, n, line) <= self.step
-            ]
-            path.write_bytes(b"".join(line + b"\n" for line in keep))
-
-
-def _logged_step(path: Path, n: int, line: bytes) -> int:
-    """The training step of a line of a run's ``episodes.jsonl``; ``ValueError`` naming the file and line."""
-    try:
-        step = json.loads(line.decode("utf-8"))["step"]
-    except (ValueError, KeyError, TypeError):  # not UTF-8, not JSON, not an object with a step
-        step = None
-    if type(step) is not int:
-        raise ValueError(f"{path}:{n}: not a logged episode (expected a JSON object with an integer 'step')")
-    return step
+        """Append the step's logged episodes of every rank to ``episodes.jsonl`` (rank 0 writes)."""
+        if self.episode_log is None or not self.config.log_episodes:
+            return
+        records = self.group.gather(self.episode_log.take())
+        if self.is_main:
+            self.episode_log.append(records)
 
 
 def _accelerator() -> Any:

@@ -37,10 +37,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from agentgym.trainers.llm import LLMPolicy
 from agentgym.registration import make_env
+from agentgym.trainers.config import EnvConfig
+from agentgym.trainers.llm import LLMPolicy
 from agentgym.trainers.rollout import Episode, RolloutConfig, Sample, random_resets, rollout
 
 __all__ = [
@@ -168,22 +169,15 @@ def preference_pairs_from_rollouts(
     )
 
 
-class PairsConfig(BaseModel):
+class PairsConfig(EnvConfig):
     """Where a preference trainer's pairs come from: a JSONL file, or rollouts of an env (best vs worst per task).
 
-    The reward-model and DPO configs extend it.
+    The env fields (:class:`~agentgym.trainers.config.EnvConfig`) say what the rollouts play;
+    ``rollout.temperature`` samples the pairs. The reward-model and DPO configs extend it.
     """
-
-    model_config = ConfigDict(extra="forbid")
 
     data: str | None = Field(
         None, description="JSONL of preference pairs (see agentgym.trainers.preferences); None: play env rollouts."
-    )
-    env_id: str = Field("agentgym/WeatherRun-v0", description="A registered agentgym text env (rollout pairs).")
-    env_kwargs: dict[str, Any] = Field(default_factory=dict, description="Passed to gym.make for the rollouts.")
-    train_split: str | None = Field("train", description="Split the rollouts play (envs that have splits).")
-    rollout: RolloutConfig = Field(
-        default_factory=RolloutConfig, description="How episodes are played (rollout.temperature samples the pairs)."
     )
     tasks: int = Field(256, ge=1, description="Task instances played for rollout pairs (DPO: per round).")
     generations: int = Field(4, ge=2, description="Episodes per task instance; its best and worst make a pair.")

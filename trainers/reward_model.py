@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import json
 import random
 import time
 from collections.abc import Iterator, Sequence
@@ -44,10 +43,8 @@ import torch.nn.functional as F
 from pydantic import Field
 from torch import Tensor
 
-import agentgym
+from agentgym.trainers.config import AdamWConfig
 from agentgym.trainers.llm import LLMPolicy
-from agentgym.trainers.metrics import MetricsWriter
-from agentgym.trainers.plotting import plot_learning_curves
 from agentgym.trainers.optim import adamw_with_warmup
 from agentgym.trainers.preferences import (
     PairsConfig,
@@ -58,6 +55,7 @@ from agentgym.trainers.preferences import (
     split_pairs,
 )
 from agentgym.trainers.rollout import Episode
+from agentgym.trainers.run_dir import RunDir
 
 __all__ = ["RewardModel", "RewardModelConfig", "RewardModelTrainer", "bradley_terry_loss"]
 
@@ -172,9 +170,9 @@ class RewardModel:
         return self.score([ep.transcript(system_prompt) for ep in episodes])
 
 
-class RewardModelConfig(PairsConfig):
-    """Reward-model training: where the pairs come from (:class:`PairsConfig`), and the optimisation (defaults
-    suit 0.5–8 B models)."""
+class RewardModelConfig(AdamWConfig, PairsConfig):
+    """Reward-model training: where the pairs come from (:class:`PairsConfig`), and the optimisation
+    (:class:`~agentgym.trainers.config.AdamWConfig`; defaults suit 0.5–8 B models)."""
 
     policy: str | None = Field(
         None,
@@ -184,9 +182,6 @@ class RewardModelConfig(PairsConfig):
     batch_size: int = Field(16, ge=1, description="Pairs per optimizer step.")
     micro_batch_size: int = Field(16, ge=1, description="Pairs per forward/backward (gradients accumulate).")
     learning_rate: float = Field(1e-5, gt=0, description="AdamW learning rate (the ~1 M-param tiny model: 1e-4).")
-    warmup_steps: int = Field(0, ge=0, description="Linear learning-rate warm-up.")
-    weight_decay: float = Field(0.0, ge=0)
-    max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping by global norm.")
     max_length: int = Field(DEFAULT_MAX_LENGTH, ge=8, description="Tokens kept per transcript (the last ones).")
     center_rewards_coefficient: float = Field(0.0, ge=0, description="c in c · mean (r_w + r_l)²; 0: off.")
     eval_fraction: float = Field(0.2, ge=0, lt=1, description="Share of pairs held out for accuracy and margin.")
@@ -214,6 +209,7 @@ class RewardModelTrainer:
         self.config = RewardModelConfig.model_validate({**(config or RewardModelConfig()).model_dump(), **overrides})
         cfg = self.config
         self.out_dir = Path(out_dir) if out_dir is not None else None
+        self.run = RunDir(self.out_dir) if self.out_dir is not None else None
         self._pairs = list(pairs) if pairs is not None else None
         rollouts = self._pairs is None and cfg.data is None
         if self._pairs is None and cfg.data is not None and not Path(cfg.data).is_file():
@@ -267,10 +263,9 @@ class RewardModelTrainer:
             rm.model.parameters(), cfg.learning_rate, cfg.warmup_steps, weight_decay=cfg.weight_decay
         )
         writer = None
-        if self.out_dir is not None:
-            self.out_dir.mkdir(parents=True, exist_ok=True)
-            (self.out_dir / "config.json").write_text(json.dumps(self._run_info(), indent=2) + "\n")
-            writer = MetricsWriter(self.out_dir, step_key="step")
+        if self.run is not None:
+            self.run.write_config("reward_model", **self._run_info())
+            writer = self.run.metrics(step_key="step")
         rows: list[dict[str, Any]] = []
         if eval_ids:
             rows.append({"step": 0, "epoch": 0, **self._evaluate(eval_ids)})
@@ -304,17 +299,10 @@ class RewardModelTrainer:
             if writer:
                 writer.close()
         self.evaluation = {k: v for k, v in rows[-1].items() if k.startswith("eval_")}
-        if self.out_dir is not None:
-            rm.save_pretrained(self.out_dir / "final")
-            plot_learning_curves(
-                {"reward model": rows},
-                self.out_dir / "learning_curve.png",
-                keys=("loss", "accuracy", "eval_accuracy", "eval_margin"),
-                x="step",
-                window=10,
-                title="Bradley–Terry reward model",
-                floor=None,
-            )
+        if self.run is not None:
+            rm.save_pretrained(self.run.final)
+            keys = ("loss", "accuracy", "eval_accuracy", "eval_margin")
+            self.run.plot("reward model", rows, keys=keys, title="Bradley–Terry reward model")
         return rows
 
     def evaluate(self, pairs: Sequence[PreferencePair]) -> dict[str, float]:
@@ -348,13 +336,8 @@ class RewardModelTrainer:
         return {f"eval_{k}": v for k, v in _pair_metrics(chosen, rejected).items()}
 
     def _run_info(self) -> dict[str, Any]:
-        return {
-            "algorithm": "reward_model",
-            "config": self.config.model_dump(mode="json"),
-            "base_model": self.base_model,
-            "pairs": self.num_pairs,
-            "package_version": agentgym.__version__,
-        }
+        """``config.json``'s entries besides the algorithm and the provenance."""
+        return {"config": self.config.model_dump(mode="json"), "base_model": self.base_model, "pairs": self.num_pairs}
 
 
 def _pair_metrics(chosen: Tensor, rejected: Tensor) -> dict[str, float]:

@@ -1,30 +1,19 @@
-"""Training runs on disk: a run directory holds the config, metrics, learning curve and checkpoint."""
+"""Training runs of the classic learners on disk: config, metrics, learning curve and checkpoint in a run directory."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 
-import agentgym
-from agentgym.trainers.metrics import MetricsWriter
-from agentgym.trainers.plotting import plot_learning_curves
+from agentgym.trainers import TRAINERS, trainer_spec
+from agentgym.trainers.run_dir import RunDir
 
 __all__ = ["ALGORITHMS", "TABULAR", "train"]
 
 TABULAR = ("q-learning", "sarsa")
-ALGORITHMS = (*TABULAR, "reinforce", "ppo")
-
-
-def _agent_class(algorithm: str) -> Any:
-    from agentgym.trainers import PPO, REINFORCE, SARSA, QLearning
-
-    classes = {"q-learning": QLearning, "sarsa": SARSA, "reinforce": REINFORCE, "ppo": PPO}
-    if algorithm not in classes:
-        raise ValueError(f"unknown algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
-    return classes[algorithm]
+ALGORITHMS = tuple(name for name, spec in TRAINERS.items() if not spec.llm)
 
 
 def train(
@@ -45,23 +34,23 @@ def train(
     ``budget`` is episodes, except for PPO, which counts env steps. Returns the trained agent and
     its metric rows.
     """
-    agent_cls = _agent_class(algorithm)
+    spec = trainer_spec(algorithm)
+    if spec.llm:
+        raise ValueError(f"{algorithm} trains a language model; choose one of {', '.join(ALGORITHMS)}")
+    agent_cls, _ = spec.load()
     env = gym.make(env_id, **(env_kwargs or {}))
     agent = agent_cls(env, seed=seed, **hyperparameters)
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    config = {
-        "algorithm": algorithm,
-        "env_id": env_id,
-        "env_kwargs": env_kwargs or {},
-        "budget": budget,
-        "budget_unit": "env steps" if algorithm == "ppo" else "episodes",
-        "agent": agent.config.model_dump(),
-        "package_version": agentgym.__version__,
-    }
-    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-    with MetricsWriter(out) as metrics:
+    run = RunDir(out)
+    run.write_config(
+        algorithm,
+        env_id=env_id,
+        env_kwargs=env_kwargs or {},
+        budget=budget,
+        budget_unit="env steps" if spec.budget == "timesteps" else "episodes",
+        agent=agent.config.model_dump(),
+    )
+    with run.metrics(step_key="episode") as metrics:
         agent.learn(budget, callback=lambda _agent, row: metrics.write(row), progress_bar=progress_bar)
-    plot_learning_curves({algorithm: metrics.rows}, out / "learning_curve.png", title=f"{algorithm} on {env_id}")
-    agent.save(out / ("qtable.npz" if algorithm in TABULAR else "model.pt"))
+    run.plot(algorithm, metrics.rows, keys=("return", "greedy_return"), x="episode", title=f"{algorithm} on {env_id}")
+    agent.save(run.path / ("qtable.npz" if algorithm in TABULAR else "model.pt"))
     return agent, metrics.rows

@@ -12,7 +12,6 @@ not the answer, so a later RL phase starts near chance and its gain is measurabl
 
 from __future__ import annotations
 
-import json
 import random
 import time
 from collections.abc import Callable
@@ -20,51 +19,33 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-import agentgym
 from agentgym.data import read_jsonl
-from agentgym.trainers.llm import LLMPolicy, token_logprobs
-from agentgym.trainers.metrics import MetricsWriter
-from agentgym.trainers.plotting import plot_learning_curves
 from agentgym.registration import make_env
-from agentgym.trainers.checkpoint import latest_checkpoint, load_trainer_state, read_run_config, save_checkpoint
+from agentgym.trainers.checkpoint import load_trainer_state, save_checkpoint
+from agentgym.trainers.config import CheckpointConfig, EvalConfig, OptimizerConfig
+from agentgym.trainers.llm import LLMPolicy, token_logprobs
 from agentgym.trainers.optim import adamw_with_warmup
-from agentgym.trainers.rollout import (
-    OracleTeacher,
-    RolloutConfig,
-    Sample,
-    collate,
-    evaluate_split,
-    random_resets,
-    rollout,
-)
+from agentgym.trainers.rollout import OracleTeacher, Sample, collate, evaluate_split, random_resets, rollout
+from agentgym.trainers.run_dir import RunDir
 
 __all__ = ["SFT", "SFTConfig", "chat_sample", "oracle_demonstrations"]
 
 
-class SFTConfig(BaseModel):
-    """SFT settings; the defaults suit real models (the tiny model wants ~1e-3, see the CLI preset)."""
+class SFTConfig(CheckpointConfig, OptimizerConfig, EvalConfig):
+    """SFT settings; the defaults suit real models (the tiny model wants ~1e-3, see the CLI preset).
 
-    model_config = ConfigDict(extra="forbid")
+    The env (whose oracle makes the demonstrations), the split evaluated after training, the optimizer and the
+    checkpoint fields come from :mod:`agentgym.trainers.config`; ``rollout`` is the prompt layout, as in RL.
+    """
 
-    env_id: str = Field("agentgym/WeatherRun-v0", description="Env whose oracle makes the demonstrations.")
-    env_kwargs: dict[str, Any] = Field(default_factory=dict)
-    train_split: str | None = "train"
-    eval_split: str | None = Field("test", description="Split evaluated (greedy) after training; None: skip.")
-    eval_episodes: int | None = Field(None, ge=1, description="Evaluation episodes (None: every task once).")
-    eval_env_kwargs: dict[str, Any] | None = Field(
-        None, description="gym.make kwargs for evaluation (None: env_kwargs)."
-    )
-    rollout: RolloutConfig = Field(default_factory=RolloutConfig, description="Prompt layout, as in RL.")
     data: str | None = Field(None, description="JSONL of chat transcripts to train on instead of oracle demos.")
     episodes: int = Field(256, ge=1, description="Oracle demonstration episodes.")
     randomize_decisions: bool = Field(False, description="Teach the format, not the answer (see module doc).")
     epochs: int = Field(2, ge=1)
     batch_size: int = Field(32, ge=1, description="Samples per optimizer step.")
-    learning_rate: float = Field(2e-5, gt=0)
-    warmup_steps: int = Field(0, ge=0)
-    max_grad_norm: float = Field(1.0, gt=0)
+    learning_rate: float = Field(2e-5, gt=0, description="AdamW learning rate.")
     checkpoint_every: int = Field(100, ge=0, description="Save a resumable checkpoint every N steps (0: never).")
     seed: int = 0
 
@@ -115,6 +96,7 @@ class SFT:
         self.config = cfg = SFTConfig.model_validate({**(config or SFTConfig()).model_dump(), **overrides})
         self.policy = policy if isinstance(policy, LLMPolicy) else LLMPolicy.from_pretrained(policy)
         self.out_dir = Path(out_dir) if out_dir is not None else None
+        self.run = RunDir(self.out_dir) if self.out_dir is not None else None
         self.optimizer, self.scheduler = adamw_with_warmup(
             self.policy.model.parameters(), cfg.learning_rate, cfg.warmup_steps
         )
@@ -151,10 +133,9 @@ class SFT:
         if not samples:
             raise ValueError("no training samples with assistant tokens (check data= or the env's oracle)")
         writer = None
-        if self.out_dir is not None:
-            self.out_dir.mkdir(parents=True, exist_ok=True)
-            (self.out_dir / "config.json").write_text(json.dumps(self._run_info(), indent=2) + "\n")
-            writer = MetricsWriter(self.out_dir, step_key="step", resume_after=self.step if self.step else None)
+        if self.run is not None:
+            self.run.write_config(self.algorithm, config=cfg.model_dump(mode="json"))
+            writer = self.run.metrics(step_key="step", resume_after=self.step if self.step else None)
         rows: list[dict[str, Any]] = list(writer.rows) if writer else []
         steps_per_epoch = -(-len(samples) // cfg.batch_size)
         total = cfg.epochs * steps_per_epoch
@@ -187,7 +168,7 @@ class SFT:
             rows.append(row)
             if writer:
                 writer.write(row)
-            if self.out_dir is not None and cfg.checkpoint_every and self.step % cfg.checkpoint_every == 0:
+            if self.run is not None and cfg.checkpoint_every and self.step % cfg.checkpoint_every == 0:
                 self._checkpoint()
             bar.update(1)
             bar.set_postfix(loss=f"{row['loss']:.3f}")
@@ -201,21 +182,15 @@ class SFT:
                 writer.write({"step": rows[-1]["step"], **{f"eval_{k}": v for k, v in evaluation.items()}})
         if writer:
             writer.close()
-        if self.out_dir is not None:
-            self.policy.save_pretrained(self.out_dir / "final")
-            plot_learning_curves(
-                {"SFT": rows}, self.out_dir / "learning_curve.png", keys=("loss", "token_accuracy"), x="step", window=5
-            )
+        if self.run is not None:
+            self.policy.save_pretrained(self.run.final)
+            self.run.plot("SFT", rows, keys=("loss", "token_accuracy"), window=5)
         return rows
 
-    def _run_info(self) -> dict[str, Any]:
-        return {"algorithm": self.algorithm, "config": self.config.model_dump(mode="json"),
-                "package_version": agentgym.__version__}
-
     def _checkpoint(self) -> None:
-        assert self.out_dir is not None
+        assert self.run is not None
         save_checkpoint(
-            self.out_dir / "checkpoints" / f"step-{self.step:06d}",
+            self.run.checkpoint(self.step),
             self.policy,
             step=self.step,
             optimizer=self.optimizer,
@@ -225,11 +200,11 @@ class SFT:
     @classmethod
     def resume(cls, run_dir: str | Path, **overrides: Any) -> SFT:
         """Continue a stopped run from its latest checkpoint: weights, optimizer, scheduler and step."""
-        run_dir = Path(run_dir)
-        ckpt = latest_checkpoint(run_dir)
+        run = RunDir(run_dir)
+        ckpt = run.latest_checkpoint()
         if ckpt is None:
-            raise FileNotFoundError(f"no checkpoint under {run_dir}/checkpoints; nothing to resume")
-        info = read_run_config(run_dir, cls.algorithm)
-        trainer = cls(ckpt, SFTConfig.model_validate({**info["config"], **overrides}), out_dir=run_dir)
+            raise FileNotFoundError(f"no checkpoint under {run.path}/checkpoints; nothing to resume")
+        info = run.read_config(cls.algorithm)
+        trainer = cls(ckpt, SFTConfig.model_validate({**info["config"], **overrides}), out_dir=run.path)
         trainer.step = load_trainer_state(ckpt, optimizer=trainer.optimizer, scheduler=trainer.scheduler)["step"]
         return trainer

@@ -274,7 +274,7 @@ def pretrain_base(
     progress_bar: bool = True,
     mix: Any = None,
 ) -> Path:
-    """Pretrain the tiny base model on :mod:`agentgym.trainers.tiny_corpus` and save it (with SHA-256 sums) under ``path``.
+    """Pretrain the tiny base model on :mod:`agentgym.trainers.tiny_corpus`; save it (with SHA-256 sums) in ``path``.
 
     The tokenizer's merges come from the corpus (its first 5,000 chats); the model sees only the corpus,
     with the loss on the assistant's tokens. ``mix`` (a :class:`agentgym.trainers.tiny_corpus.CorpusMix`) changes
@@ -365,7 +365,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     """``python -m agentgym.trainers.tiny_model pretrain [--out DIR] [--steps N] [--seed S]``: rebuild the base."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m agentgym.trainers.tiny_model", description="Pretrain the tiny base model.")
+    parser = argparse.ArgumentParser(
+        prog="python -m agentgym.trainers.tiny_model", description="Pretrain the tiny base model."
+    )
     parser.add_argument("command", choices=["pretrain"])
     parser.add_argument("--out", default=str(BASE_DIR), help="where to write it (default: the shipped copy)")
     parser.add_argument("--steps", type=int, default=PRETRAIN_STEPS)

@@ -29,8 +29,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentgym.core import valid_utf8
 from agentgym.app.reports import error_line
+from agentgym.core import valid_utf8
 
 __all__ = ["AuditReport", "LoggedEpisode", "audit_run", "format_audit", "read_logged_episodes"]
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 
-from agentgym.envs.cliff_walk import GOAL, SHAPE, START, draw_path
 from agentgym.app.evaluation import RandomAgent, evaluate
+from agentgym.envs.cliff_walk import GOAL, SHAPE, START, draw_path
 from agentgym.trainers.plotting import plot_grid_paths, plot_learning_curves
 from agentgym.trainers.runs import TABULAR, train
 from agentgym.wrappers import DiscreteToolActions
@@ -120,9 +120,9 @@ def _tiny_llm(out: Path, steps: int, seed: int) -> dict[str, float]:
     import torch
     from transformers.utils import logging as transformers_logging
 
-    from agentgym.trainers.llm import LLMPolicy
     from agentgym.app.recipes import tiny_overrides
     from agentgym.trainers.grpo import GRPO, GRPOConfig
+    from agentgym.trainers.llm import LLMPolicy
     from agentgym.trainers.rollout import evaluate_split, rollout
     from agentgym.trainers.sft import SFT, SFTConfig
 

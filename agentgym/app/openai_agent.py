@@ -43,8 +43,8 @@ import gymnasium as gym
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from agentgym.core import valid_utf8
 from agentgym.app.reports import EpisodeRecord, error_line
+from agentgym.core import valid_utf8
 from agentgym.tools import ToolCall
 
 __all__ = ["EndpointError", "OpenAIAgent", "OpenAIConfig", "check_endpoint", "parse_spec"]

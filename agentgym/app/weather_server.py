@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from agentgym.envs.weather_data import SNAPSHOT_V0, WeatherRecord, city_key, load_snapshot
 from agentgym.app.http_service import HTTPService, Limits
+from agentgym.envs.weather_data import SNAPSHOT_V0, WeatherRecord, city_key, load_snapshot
 
 __all__ = ["WeatherServer"]
 

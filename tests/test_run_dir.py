@@ -1,0 +1,145 @@
+"""The run directory, the episode log, the shared config pieces, the trainer registry and the CLI's budget flags."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+import agentgym
+from agentgym.cli import _budget_settings, main
+from agentgym.trainers import TRAINERS, trainer_spec
+from agentgym.trainers.config import AdamWConfig, CheckpointConfig, EnvConfig, EvalConfig, OptimizerConfig
+from agentgym.trainers.run_dir import EpisodeLog, RunDir
+
+
+def test_a_run_directory_writes_config_with_provenance_and_names_its_files(tmp_path):
+    run = RunDir(tmp_path / "run")
+    file = run.write_config("grpo", config={"steps": 3}, reference="base", world_size=1)
+    info = json.loads(file.read_text())
+    assert list(info) == ["algorithm", "config", "reference", "world_size", "package_version"]  # the saved format
+    assert info["package_version"] == agentgym.__version__ and info["config"] == {"steps": 3}
+    assert run.read_config("grpo") == info
+    with pytest.raises(ValueError, match="is a grpo run, not sft"):
+        run.read_config("sft")
+    assert run.final == tmp_path / "run" / "final"
+    assert run.checkpoint(42) == tmp_path / "run" / "checkpoints" / "step-000042"
+    assert run.latest_checkpoint() is None
+    with run.metrics(step_key="step") as metrics:
+        for step in (1, 2, 3):
+            metrics.write({"step": step, "loss": 1.0 / step})
+    assert (run.path / "metrics.csv").read_text().splitlines()[0] == "step,loss"
+    with run.metrics(step_key="step", resume_after=2) as metrics:  # a resumed run keeps the rows up to its checkpoint
+        assert [r["step"] for r in metrics.rows] == [1, 2]
+    assert run.plot("GRPO", metrics.rows, keys=("loss",)).name == "learning_curve.png"
+
+
+def episode(reward: float) -> SimpleNamespace:
+    return SimpleNamespace(
+        reset={"seed": 1}, total_reward=reward, success=reward > 0, turns=1, response_tokens=4, canonical=[True],
+        valid=[True], truncation=None, clipped=0, actions=["answer(\ud800)"],
+    )  # fmt: skip
+
+
+def test_the_episode_log_queues_a_step_writes_valid_utf8_and_trims_on_resume(tmp_path):
+    log = EpisodeLog(tmp_path / "episodes.jsonl")
+    for step in (1, 2, 3):
+        log.record(step, [episode(1.0), episode(0.0)], [[1.5], [0.0]], model_scores=[0.5, -0.5])
+        assert len(log.pending) == 2
+        log.append(log.take())
+        assert log.pending == []
+    lines = [json.loads(line) for line in log.path.read_text(encoding="utf-8").splitlines()]
+    assert [r["step"] for r in lines] == [1, 1, 2, 2, 3, 3] and lines[0]["actions"] == ["answer(\ufffd)"]
+    assert (lines[0]["reward"], lines[0]["env_reward"], lines[1]["rm_reward"]) == (1.5, 1.0, -0.5)
+    with log.path.open("ab") as f:
+        f.write(b'{"step": 4, "act')  # killed mid-write
+    log.trim(2)
+    assert [json.loads(line)["step"] for line in log.path.read_text().splitlines()] == [1, 1, 2, 2]
+    log.path.write_bytes(b'{"step": 1}\nnot json\n')
+    with pytest.raises(ValueError, match=r"episodes.jsonl:2: not a logged episode"):
+        log.trim(2)
+
+
+def test_the_configs_compose_the_shared_pieces_and_keep_each_trainers_defaults():
+    from agentgym.trainers import DPOConfig, GRPOConfig, LLMPPOConfig, RewardModelConfig, SFTConfig
+
+    for config in (GRPOConfig, LLMPPOConfig, SFTConfig, DPOConfig):
+        assert issubclass(config, EvalConfig) and issubclass(config, OptimizerConfig)
+    assert issubclass(RewardModelConfig, EnvConfig) and not issubclass(RewardModelConfig, EvalConfig)
+    assert all(issubclass(c, AdamWConfig) for c in (GRPOConfig, DPOConfig, RewardModelConfig))
+    assert not issubclass(SFTConfig, AdamWConfig) and "weight_decay" not in SFTConfig.model_fields  # as before
+    assert issubclass(SFTConfig, CheckpointConfig) and issubclass(GRPOConfig, CheckpointConfig)
+    # each trainer's own defaults, as they were before the pieces existed
+    learning_rates = {GRPOConfig: 1e-6, LLMPPOConfig: 1e-6, SFTConfig: 2e-5, DPOConfig: 1e-6, RewardModelConfig: 1e-5}
+    assert {c: c().learning_rate for c in learning_rates} == learning_rates
+    assert (GRPOConfig().checkpoint_every, SFTConfig().checkpoint_every) == (50, 100)
+    assert GRPOConfig().adam_betas == (0.9, 0.99) and "adam_betas" not in DPOConfig.model_fields
+    # flat fields: a nested piece would break config.json and --set key=value
+    dumped = GRPOConfig().model_dump()
+    assert {"env_id", "eval_split", "learning_rate", "checkpoint_every", "num_generations"} <= set(dumped)
+
+
+def test_evaluate_split_takes_the_eval_piece_not_any_object():
+    from agentgym.trainers.rollout import evaluate_split
+
+    with pytest.raises(TypeError, match="EvalConfig"):
+        evaluate_split(None, SimpleNamespace(env_id="agentgym/WeatherRun-v0"))  # type: ignore[arg-type]
+
+
+def test_one_registry_serves_python_and_the_cli_and_loads_trainers_lazily():
+    code = (
+        "import sys, agentgym.trainers as t, agentgym.cli\n"
+        "assert 'torch' not in sys.modules and 'transformers' not in sys.modules, 'heavy import'\n"
+        "from agentgym.trainers import GRPO, SFT, DPO, PPO, QLearning, SARSA, REINFORCE, LLMPPO, RewardModelTrainer\n"
+        "from agentgym.trainers.grpo import GRPO as G\n"
+        "assert GRPO is G and QLearning.__module__ == 'agentgym.trainers.tabular'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+    assert set(TRAINERS) == {"q-learning", "sarsa", "reinforce", "ppo", "sft", "grpo", "llm-ppo", "dpo", "reward-model"}
+    trainer, config = trainer_spec("dpo").load()
+    assert trainer.__name__ == "DPO" and "rounds" in config.model_fields
+    with pytest.raises(ValueError, match="unknown algorithm 'nope'"):
+        trainer_spec("nope")
+
+
+def _args(**flags: int) -> argparse.Namespace:
+    return argparse.Namespace(**{f: flags.get(f) for f in ("episodes", "timesteps", "steps", "rounds", "tasks")})
+
+
+def test_a_budget_flag_sets_the_config_field_of_its_own_name(capsys):
+    dpo, rm = TRAINERS["dpo"], TRAINERS["reward-model"]
+    dpo_fields, rm_fields = (set(s.load()[1].model_fields) for s in (dpo, rm))
+    assert _budget_settings(dpo, _args(rounds=3, tasks=64), dpo_fields) == {"rounds": 3, "tasks": 64}
+    assert capsys.readouterr().err == ""
+    # the old spellings still work for one version, with a note
+    assert _budget_settings(dpo, _args(steps=2), dpo_fields) == {"rounds": 2}
+    assert "--steps is deprecated: it sets rounds; use --rounds" in capsys.readouterr().err
+    assert _budget_settings(rm, _args(episodes=128), rm_fields) == {"tasks": 128}
+    assert "use --tasks" in capsys.readouterr().err
+
+
+def test_a_flag_that_sets_nothing_is_a_one_line_error(tmp_path, capsys):
+    assert main(["train", "grpo", "--rounds", "2", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "--rounds is not a setting of grpo (its budget flags: --steps)" in err and len(err.splitlines()) == 1
+    assert main(["train", "q-learning", "--steps", "5", "--out", str(tmp_path)]) == 2
+    assert "--steps is not a setting of q-learning" in capsys.readouterr().err
+    assert not (tmp_path / "config.json").exists()
+
+
+def test_a_bug_inside_a_command_keeps_its_traceback(monkeypatch, tmp_path, capsys):
+    import agentgym.trainers.runs
+
+    def buggy(*args, **kwargs):
+        return None + 1  # a TypeError the user did not cause
+
+    monkeypatch.setattr(agentgym.trainers.runs, "train", buggy)
+    with pytest.raises(TypeError, match="unsupported operand"):
+        main(["train", "q-learning", "--episodes", "3", "--out", str(tmp_path)])
+    # what a user gets wrong is still one line: a keyword the env does not take
+    assert main(["train", "grpo", "--set", 'env_kwargs={"colour": 1}', "--out", str(tmp_path)]) == 2
+    assert "unexpected keyword argument 'colour' in env_kwargs" in capsys.readouterr().err

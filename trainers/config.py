@@ -1,0 +1,63 @@
+"""The config pieces the LLM trainers share, each defined once and composed by inheritance.
+
+A trainer's config subclasses the pieces it needs, so its fields stay flat (``config.json``,
+``--set key=value``): :class:`EnvConfig` (the env the trainer plays), :class:`EvalConfig` (plus the
+frozen split it is evaluated on), :class:`OptimizerConfig` / :class:`AdamWConfig` (AdamW with warm-up
+and clipping) and :class:`CheckpointConfig`. Where a trainer's default differs from a piece's, the
+trainer's class declares the field again with its own default.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentgym.trainers.rollout import RolloutConfig
+
+__all__ = ["AdamWConfig", "CheckpointConfig", "EnvConfig", "EvalConfig", "OptimizerConfig"]
+
+
+class _Config(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class EnvConfig(_Config):
+    """The env a trainer plays, and how it plays it."""
+
+    env_id: str = Field("agentgym/WeatherRun-v0", description="A registered agentgym text env.")
+    env_kwargs: dict[str, Any] = Field(default_factory=dict, description="Passed to gym.make for training envs.")
+    train_split: str | None = Field("train", description="Split for training episodes (envs that have splits).")
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig, description="How episodes are played.")
+
+
+class EvalConfig(EnvConfig):
+    """:class:`EnvConfig` plus the frozen split a trainer is evaluated on (greedily)."""
+
+    eval_split: str | None = Field("test", description="Frozen split evaluated greedily; None: skip evaluation.")
+    eval_env_kwargs: dict[str, Any] | None = Field(
+        None,
+        description="gym.make kwargs for evaluation (None: env_kwargs), e.g. {} to train on a random backend "
+        "but evaluate on the frozen snapshot.",
+    )
+    eval_episodes: int | None = Field(None, ge=1, description="Evaluation episodes (None: every test task once).")
+
+
+class OptimizerConfig(_Config):
+    """AdamW with a linear learning-rate warm-up and gradient clipping (:mod:`agentgym.trainers.optim`)."""
+
+    learning_rate: float = Field(1e-6, gt=0, description="AdamW learning rate (1e-6–5e-6 for real models).")
+    warmup_steps: int = Field(0, ge=0, description="Linear learning-rate warm-up.")
+    max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping by global norm.")
+
+
+class AdamWConfig(OptimizerConfig):
+    """:class:`OptimizerConfig` with decoupled weight decay."""
+
+    weight_decay: float = Field(0.0, ge=0, description="AdamW's decoupled weight decay.")
+
+
+class CheckpointConfig(_Config):
+    """How often a run saves a resumable checkpoint."""
+
+    checkpoint_every: int = Field(50, ge=0, description="Save a checkpoint every N steps (0: only at the end).")

@@ -1,0 +1,166 @@
+"""A training run's directory: what every trainer (classic and LLM) writes there, in one place.
+
+::
+
+    RUN_DIR/config.json          {"algorithm": ..., <the trainer's entries>, "package_version": ...}
+    RUN_DIR/metrics.jsonl|.csv   one row per episode or step (trainers.metrics.MetricsWriter); tb/ if installed
+    RUN_DIR/learning_curve.png   the metrics' learning curves (trainers.plotting)
+    RUN_DIR/checkpoints/step-N/  resumable checkpoints (LLM trainers; trainers.checkpoint)
+    RUN_DIR/final/               the trained weights (LLM trainers)
+    RUN_DIR/episodes.jsonl       every training episode of GRPO/PPO (:class:`EpisodeLog`), for ``agentgym audit``
+
+Saved runs are read back by ``--resume`` and ``agentgym audit``, so these names and keys are a format.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import agentgym
+from agentgym.core import valid_utf8
+from agentgym.trainers.metrics import MetricsWriter
+from agentgym.trainers.plotting import plot_learning_curves
+
+if TYPE_CHECKING:
+    from agentgym.trainers.rollout import Episode
+
+__all__ = ["EpisodeLog", "RunDir"]
+
+CONFIG_FILE = "config.json"
+CURVE_FILE = "learning_curve.png"
+
+
+class RunDir:
+    """The files of one training run under ``path`` (created on first write)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"RunDir({str(self.path)!r})"
+
+    @property
+    def final(self) -> Path:
+        """Where the trained weights go (``final/``)."""
+        return self.path / "final"
+
+    def checkpoint(self, step: int) -> Path:
+        """The directory of the checkpoint after ``step`` steps (``checkpoints/step-000042``)."""
+        return self.path / "checkpoints" / f"step-{step:06d}"
+
+    def write_config(self, algorithm: str, **entries: Any) -> Path:
+        """Write ``config.json``: the algorithm, the trainer's ``entries`` (its config, reference model, ...)
+        in the order given, and the provenance (package version)."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        info = {"algorithm": algorithm, **entries, "package_version": agentgym.__version__}
+        file = self.path / CONFIG_FILE
+        file.write_text(json.dumps(info, indent=2) + "\n")
+        return file
+
+    def metrics(self, *, step_key: str = "step", resume_after: int | None = None) -> MetricsWriter:
+        """The run's metrics writer (``metrics.jsonl``/``.csv``, TensorBoard); ``resume_after=N`` keeps the rows
+        of the first N steps (a resumed run), see :class:`~agentgym.trainers.metrics.MetricsWriter`."""
+        return MetricsWriter(self.path, step_key=step_key, resume_after=resume_after)
+
+    def plot(
+        self,
+        label: str,
+        rows: Sequence[Mapping[str, Any]],
+        *,
+        keys: Sequence[str],
+        x: str = "step",
+        window: int = 10,
+        title: str | None = None,
+    ) -> Path:
+        """Draw ``learning_curve.png``: one panel per metric in ``keys`` (those the rows have)."""
+        return plot_learning_curves({label: rows}, self.path / CURVE_FILE, keys=keys, x=x, window=window, title=title)
+
+    def read_config(self, algorithm: str) -> dict[str, Any]:
+        """``config.json`` of a run of ``algorithm``; ``ValueError`` naming the file if it is damaged or another
+        trainer's (see :func:`~agentgym.trainers.checkpoint.read_run_config`)."""
+        from agentgym.trainers.checkpoint import read_run_config
+
+        return read_run_config(self.path, algorithm)
+
+    def latest_checkpoint(self) -> Path | None:
+        """The checkpoint with the highest step (None if the run has none)."""
+        from agentgym.trainers.checkpoint import latest_checkpoint
+
+        return latest_checkpoint(self.path)
+
+
+class EpisodeLog:
+    """``RUN_DIR/episodes.jsonl``: one JSON line per training episode of an online LLM trainer (GRPO, PPO), read by
+    ``agentgym audit RUN_DIR``.
+
+    :meth:`record` queues a step's episodes; :meth:`take` hands the queue over (a multi-process trainer gathers
+    the ranks' queues); :meth:`append` writes records as valid UTF-8; :meth:`trim` prepares a resumed run.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.pending: list[dict[str, Any]] = []
+
+    def record(
+        self,
+        step: int,
+        episodes: Sequence[Episode],
+        rewards: Sequence[Sequence[float]],
+        model_scores: Sequence[float] | None = None,
+    ) -> None:
+        """Queue the episodes of training step ``step`` with their per-turn training ``rewards`` and, with a reward
+        model, its scores."""
+        for i, ep in enumerate(episodes):
+            self.pending.append(
+                {
+                    "step": step,
+                    "reset": ep.reset,
+                    "reward": sum(rewards[i]),
+                    "env_reward": ep.total_reward,
+                    "rm_reward": None if model_scores is None else model_scores[i],
+                    "success": ep.success,
+                    "turns": ep.turns,
+                    "response_tokens": ep.response_tokens,
+                    "canonical": ep.canonical,
+                    "valid": ep.valid,
+                    "truncation": ep.truncation,
+                    "clipped": ep.clipped,
+                    "actions": ep.actions,
+                }
+            )
+
+    def take(self) -> list[dict[str, Any]]:
+        """The queued records, emptying the queue."""
+        records, self.pending = self.pending, []
+        return records
+
+    def append(self, records: Sequence[dict[str, Any]]) -> None:
+        """Append ``records`` to the file as valid UTF-8: a lone surrogate a model wrote into an action becomes
+        U+FFFD, so no action can stop the log or the run."""
+        if records:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a", encoding="utf-8") as f:
+                f.writelines(valid_utf8(json.dumps(r, ensure_ascii=False)) + "\n" for r in records)
+
+    def trim(self, last_step: int) -> None:
+        """On resume, drop the episodes of steps after ``last_step`` (they are played again), and a torn last line
+        (the run was killed while writing it). A line that is not a logged episode raises ``ValueError`` naming the
+        file and the line."""
+        if not self.path.exists():
+            return
+        data = self.path.read_bytes()
+        lines = data[: data.rfind(b"\n") + 1].splitlines()
+        keep = [line for n, line in enumerate(lines, 1) if line.strip() and self._step(n, line) <= last_step]
+        self.path.write_bytes(b"".join(line + b"\n" for line in keep))
+
+    def _step(self, n: int, line: bytes) -> int:
+        try:
+            step = json.loads(line.decode("utf-8"))["step"]
+        except (ValueError, KeyError, TypeError):  # not UTF-8, not JSON, not an object with a step
+            step = None
+        if type(step) is not int:
+            raise ValueError(f"{self.path}:{n}: not a logged episode (expected a JSON object with an integer 'step')")
+        return step
