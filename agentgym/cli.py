@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import inspect
 import json
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,6 +14,7 @@ from typing import Any
 import gymnasium as gym
 from pydantic import ValidationError
 
+from agentgym.registration import resolve_env_id
 from agentgym.trainers import TRAINERS, TrainerSpec
 
 __all__ = ["main"]
@@ -91,6 +94,64 @@ def _budget_settings(spec: TrainerSpec, args: argparse.Namespace, fields: set[st
     return values
 
 
+SETTING_SYNONYMS = {"group_size": "num_generations", "lr": "learning_rate", "kl_coef": "beta"}
+"""Other projects' names for config fields (the GRPO paper's group size, TRL's ``kl_coef``), suggested when the
+field exists and spelling alone finds no close match."""
+
+
+def _check_settings(spec: TrainerSpec, config_cls: type, keys: list[str]) -> None:
+    """A ``--set`` key the trainer's config lacks is a one-line ``ValueError`` naming the closest field and all of
+    them (pydantic alone says only "Extra inputs are not permitted"). ``group.field`` keys look in the group."""
+    for key in keys:
+        model, path = config_cls, []
+        for part in key.split("."):
+            fields = getattr(model, "model_fields", None)
+            if fields is None:  # a plain value (a dict setting such as env_kwargs): pydantic judges the rest
+                break
+            if part not in fields:
+                where = f"{spec.name}'s {'.'.join(path)} group" if path else spec.name
+                close = difflib.get_close_matches(part, fields, n=1, cutoff=0.6)
+                if not close and SETTING_SYNONYMS.get(part) in fields:
+                    close = [SETTING_SYNONYMS[part]]
+                hint = f"did you mean {'.'.join([*path, close[0]])}? " if close else ""
+                problem = f"{where} has no setting {part!r}; {hint}its settings: {', '.join(fields)}"
+                raise ValueError(f"invalid setting: {key}: {problem}")
+            model, path = _settings_group(fields[part].annotation), [*path, part]
+
+
+def _settings_group(annotation: Any) -> Any:
+    """The pydantic model behind a field's annotation (``RolloutConfig``, ``RolloutConfig | None``), else None."""
+    from typing import get_args
+
+    from pydantic import BaseModel
+
+    for kind in (annotation, *get_args(annotation)):
+        if isinstance(kind, type) and issubclass(kind, BaseModel):
+            return kind
+    return None
+
+
+def _prepare_out(args: argparse.Namespace) -> None:
+    """Refuse to train into a non-empty ``--out`` unless ``--resume`` continues that run or ``--overwrite``
+    replaces it (a training run's directory: one with ``config.json``), so a finished run is never lost."""
+    out = Path(args.out)
+    if args.resume and args.overwrite:
+        raise ValueError("--resume continues the run in --out and --overwrite replaces it: give one of them")
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} is a file, not a run directory")
+    if args.resume or not out.is_dir() or not any(out.iterdir()):
+        return
+    if not args.overwrite:
+        raise ValueError(
+            f"{out} already holds a run; continue it (--resume, sft/grpo/llm-ppo), replace it (--overwrite) or "
+            "choose another --out"
+        )
+    if not (out / "config.json").is_file():
+        raise ValueError(f"--overwrite replaces a training run, and {out} holds none (no config.json); not touched")
+    shutil.rmtree(out)
+    print(f"agentgym: --overwrite: removed the previous run in {out}", file=sys.stderr)
+
+
 def _cmd_train(args: argparse.Namespace) -> int:
     spec = TRAINERS[args.algorithm]
     if spec.llm:
@@ -98,13 +159,17 @@ def _cmd_train(args: argparse.Namespace) -> int:
         return _cmd_train_llm(spec, args)
     from agentgym.trainers.runs import train
 
+    if args.resume:
+        raise ValueError(f"--resume works for sft, grpo and llm-ppo runs, not {args.algorithm}")
     args.env = args.env or "agentgym/CliffWalk-v0"
     _check_env_kwargs(args.env, args.env_kwargs)
+    _check_settings(spec, spec.load()[1], [key for key, _ in args.set])
     hyper = {k: v for k in ("alpha", "gamma", "epsilon") if (v := getattr(args, k)) is not None}
     hyper.update(dict(args.set))
     budget = _budget_settings(spec, args, {spec.budget}).get(spec.budget)
     if budget is None:
         budget = 50_000 if spec.budget == "timesteps" else 500
+    _prepare_out(args)
     agent, rows = train(
         args.algorithm,
         args.env,
@@ -116,6 +181,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
         **hyper,
     )
     successes = [row["success"] for row in rows[-100:]]
+    if spec.budget == "timesteps" and (done := agent.timesteps_done) != budget:  # PPO collects whole rollouts
+        print(f"{done} env steps: --timesteps {budget} rounded up to whole rollouts of n_steps={agent.config.n_steps}")
     print(
         f"{len(rows)} episodes; success over the last {len(successes)}: {sum(successes) / max(len(successes), 1):.0%}; "
         f"greedy return from the seed's start: {agent.greedy_return():g}"
@@ -125,12 +192,11 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _resolve_model(spec: str) -> str:
-    """``tiny`` is the shipped tiny base model; anything else is a path or hub id."""
-    if spec != "tiny":
-        return spec
-    from agentgym.trainers.tiny_model import base_model_path
+    """``tiny`` is the shipped tiny base model; a path must exist; a hub id is checked (fast offline), see
+    :func:`agentgym.trainers.llm.resolve_model_source`."""
+    from agentgym.trainers.llm import resolve_model_source
 
-    return str(base_model_path())
+    return resolve_model_source(spec)
 
 
 def _cmd_train_llm(spec: TrainerSpec, args: argparse.Namespace) -> int:
@@ -143,6 +209,7 @@ def _cmd_train_llm(spec: TrainerSpec, args: argparse.Namespace) -> int:
     if args.env_kwargs:
         values["env_kwargs"] = args.env_kwargs
     values.update(_budget_settings(spec, args, set(config_cls.model_fields)))
+    _check_settings(spec, config_cls, [key for key, _ in args.set])
     for key, value in args.set:
         head, _, tail = key.partition(".")
         if tail:  # nested, e.g. rollout.max_new_tokens=48
@@ -156,6 +223,8 @@ def _cmd_train_llm(spec: TrainerSpec, args: argparse.Namespace) -> int:
     _check_env_kwargs(config.env_id, config.env_kwargs, "env_kwargs")
     _check_env_kwargs(config.env_id, getattr(config, "eval_env_kwargs", None), "eval_env_kwargs")
     out = Path(args.out)
+    model = None if args.resume else _resolve_model(args.model)  # a missing model fails before --out is touched
+    _prepare_out(args)
     if args.resume:
         if not hasattr(trainer_cls, "resume"):
             raise ValueError(f"--resume works for sft, grpo and llm-ppo runs, not {args.algorithm}")
@@ -163,7 +232,7 @@ def _cmd_train_llm(spec: TrainerSpec, args: argparse.Namespace) -> int:
         more = {"steps": config.steps} if spec.budget == "steps" else {}
         rows = trainer.learn(**more, progress_bar=not args.no_progress)
     else:
-        trainer = trainer_cls(_resolve_model(args.model), config, out_dir=out)
+        trainer = trainer_cls(model, config, out_dir=out)
         rows = trainer.learn(progress_bar=not args.no_progress)
     last = {k: v for row in rows for k, v in row.items() if k.startswith("eval_")}
     if "eval_accuracy" in last:
@@ -177,28 +246,144 @@ def _cmd_train_llm(spec: TrainerSpec, args: argparse.Namespace) -> int:
     return 0
 
 
+EVAL_ENV = "agentgym/CliffWalk-v0"
+"""The env ``agentgym eval`` plays without ``--env`` or ``--suite``."""
+
+FAILED_RUN = 1
+"""``agentgym eval``'s exit status when more episodes failed for an infrastructure reason than ``--max-failures``
+(2 stays a usage error: nothing was played)."""
+
+
 def _cmd_eval(args: argparse.Namespace) -> int:
     from agentgym.app.evaluation import evaluate_agent
 
-    _check_env_kwargs(args.env, args.env_kwargs)
+    if args.max_failures < 0:
+        raise ValueError(f"--max-failures must be at least 0, got {args.max_failures}")
+    common: dict[str, Any] = {
+        "episodes": args.episodes,
+        "seed": args.seed,
+        "resume": args.resume,
+        "concurrency": args.concurrency,
+        "sampling": args.sampling,
+        "api_key_env": args.api_key_env,
+        "progress_bar": not args.no_progress,
+    }
+    if args.suite is not None:
+        return _eval_suite(args, common)
+    env_id = args.env or EVAL_ENV
+    _check_env_kwargs(env_id, args.env_kwargs)
     summary = evaluate_agent(
-        args.env,
-        args.agent,
-        episodes=args.episodes,
-        seed=args.seed,
-        split=args.split,
-        env_kwargs=args.env_kwargs,
-        out_dir=args.out,
-        resume=args.resume,
-        concurrency=args.concurrency,
-        sampling=args.sampling,
-        api_key_env=args.api_key_env,
-        progress_bar=not args.no_progress,
+        env_id, args.agent, split=args.split, env_kwargs=args.env_kwargs, out_dir=args.out, **common
     )
-    print(summary.model_dump_json(indent=2))
+    print(summary.model_dump_json(indent=2) if args.json else _summary_table(summary))
     if args.out:
         print(f"wrote {args.out}/: run.json episodes.jsonl summary.json", file=sys.stderr)
-    return 0
+    return _failure_status([summary], args.max_failures)
+
+
+def _eval_suite(args: argparse.Namespace, common: dict[str, Any]) -> int:
+    """``eval --suite``: one agent on each env's test split (or ``--split``), every run under ``--out``."""
+    from agentgym.app.evaluation import evaluate_suite, suite_run_dir
+
+    if args.env or args.env_kwargs:
+        raise ValueError("--suite plays several envs: drop --env and --env-kwargs (or run that env alone)")
+    if not args.out:
+        raise ValueError("--suite needs --out DIR: each env's run goes to DIR/<env>, the table to DIR/suite.md")
+    env_ids = _suite_ids(args.suite)
+
+    def done(env_id: str, summary: Any) -> None:
+        print(f"{env_id}: {_headline(summary)} → {suite_run_dir(args.out, env_id)}", file=sys.stderr, flush=True)
+
+    summaries = evaluate_suite(args.agent, env_ids, out_dir=args.out, split=args.split or "test", on_run=done, **common)
+    if args.json:
+        print(json.dumps({e: json.loads(s.model_dump_json()) for e, s in summaries.items()}, indent=2))
+    else:
+        print(_suite_table(summaries))
+    print(f"wrote {args.out}/: suite.md and one run directory per env", file=sys.stderr)
+    return _failure_status(list(summaries.values()), args.max_failures)
+
+
+def _suite_ids(text: str) -> list[str] | None:
+    """``--suite``'s value: ``all`` (None: every env at its newest version) or comma-separated ids; an id may
+    leave out the ``agentgym/`` namespace."""
+    if text == "all":
+        return None
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    if not names:
+        raise ValueError("--suite takes 'all' or env ids separated by commas, e.g. CliffWalk-v0,WeatherRun-v0")
+    return [f"agentgym/{n}" if "/" not in n and f"agentgym/{n}" in gym.registry else n for n in names]
+
+
+def _headline(s: Any) -> str:
+    lo, hi = s.success_ci95
+    return f"success {s.success_rate:.1%} [{lo:.1%}, {hi:.1%}] over {s.episodes} episodes, {s.failures} failed"
+
+
+def _summary_table(s: Any) -> str:
+    """A run's summary in a few lines (``--json`` prints all of it; ``summary.json`` holds it)."""
+    lo, hi = s.success_ci95
+    rlo, rhi = s.return_ci95
+    split = f" · split {s.split}" if s.split else ""
+    lines = [
+        f"{s.env_id}{split} · agent {s.agent} · seed {s.seed} · {s.episodes} episodes",
+        f"success     {s.success_rate:.1%}  [{lo:.1%}, {hi:.1%}] 95% CI",
+        f"return      {s.mean_return:.3f} ± {s.std_return:.3f}  [{rlo:.3f}, {rhi:.3f}] 95% CI",
+        f"tool calls  validity {s.tool_call_validity:.1%} · format {s.format_compliance:.1%} · "
+        f"{s.mean_turns:.2f} turns · truncated {s.truncation_rate:.1%}",
+        f"tokens      {s.prompt_tokens} prompt + {s.completion_tokens} completion",
+        f"failures    {_failures(s)}",
+    ]
+    for tag, values in (getattr(s, "by_tag", None) or {}).items():  # tagged tasks (SQLLookup, CodeSandbox)
+        cells = [f"{value} {_rate(stats)}" for value, stats in values.items()]
+        lines.append(f"by {tag}: {' · '.join(cells)}")
+    if (passk := getattr(s, "pass_at_k", None)) is not None:
+        lines.append("pass@k      " + " · ".join(f"pass@{k} {v:.3f}" for k, v in passk.values.items()))
+    if s.timing is not None:
+        t = s.timing
+        lines.append(f"time        {t.wall_s:.2f} s for {t.episodes_run} episodes ({t.episodes_per_s:.1f}/s)")
+    return "\n".join(lines)
+
+
+def _rate(stats: Any) -> str:
+    lo, hi = stats.success_ci95
+    return f"{stats.success_rate:.0%} [{lo:.0%}, {hi:.0%}]"
+
+
+def _failures(s: Any) -> str:
+    if not s.failures:
+        return "0"
+    reasons = sorted(s.failure_reasons.items(), key=lambda kv: -kv[1])
+    shown = "; ".join(f"{reason} ({n})" for reason, n in reasons[:3])
+    more = f"; {len(reasons) - 3} more reasons" if len(reasons) > 3 else ""
+    return f"{s.failures} of {s.episodes} episodes raised: {shown}{more}"
+
+
+def _suite_table(summaries: dict[str, Any]) -> str:
+    width = max(len(e) for e in summaries)
+    head = f"{'env':<{width}}  {'split':<5}  {'episodes':>8}  {'success [95% CI]':<24}  {'return':>8}  failures"
+    rows = [head]
+    for env_id, s in summaries.items():
+        lo, hi = s.success_ci95
+        success = f"{s.success_rate:.1%} [{lo:.1%}, {hi:.1%}]"
+        split = s.split or "-"
+        row = f"{env_id:<{width}}  {split:<5}  {s.episodes:>8}  {success:<24}  {s.mean_return:>8.3f}"
+        rows.append(f"{row}  {s.failures}")
+    return "\n".join(rows)
+
+
+def _failure_status(summaries: list[Any], max_failures: int) -> int:
+    """0, or :data:`FAILED_RUN` with a line on stderr when more episodes failed for an infrastructure reason
+    (the agent, env or endpoint raised — a wrong answer is no failure) than ``max_failures``."""
+    failed, total = sum(s.failures for s in summaries), sum(s.episodes for s in summaries)
+    if failed <= max_failures:
+        return 0
+    print(
+        f"agentgym: {failed} of {total} episodes failed for an infrastructure reason (the agent, env or endpoint "
+        f"raised; not a wrong answer), more than --max-failures {max_failures}: exit status {FAILED_RUN}; "
+        "--resume plays them again",
+        file=sys.stderr,
+    )
+    return FAILED_RUN
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -214,14 +399,87 @@ def _cmd_report(args: argparse.Namespace) -> int:
 def _cmd_serve(args: argparse.Namespace) -> int:
     if args.service == "model":
         return _serve_model(args)
+    if args.service == "mcp":
+        return _cmd_serve_mcp(args)
+    if args.service == "env":
+        return _cmd_serve_env(args)
     from agentgym.app.weather_server import WeatherServer
 
     server = WeatherServer(args.snapshot, host=args.host, port=args.port)
-    print(f"serving {args.snapshot} at {server.url} (GET /v1/weather, /v1/air-quality; Ctrl-C stops)", flush=True)
+    print(f"serving {server.snapshot} at {server.url} (GET /v1/weather, /v1/air-quality; Ctrl-C stops)", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
         pass
+    return 0
+
+
+def _cmd_serve_env(args: argparse.Namespace) -> int:
+    """``serve env``: sessions of one env over HTTP + WebSocket (protocol in agentgym.app.env_server)."""
+    import os
+
+    from agentgym.app.env_server import EnvServer, ServerLimits
+
+    if not args.env:
+        raise ValueError("serve env needs --env ID (the env every session plays)")
+    token = None
+    if args.token_env:
+        token = os.environ.get(args.token_env)
+        if not token:
+            raise ValueError(f"--token-env {args.token_env}: that environment variable is not set or is empty")
+    _check_env_kwargs(args.env, args.env_kwargs)
+    limits = ServerLimits(max_sessions=args.max_sessions, idle_timeout_s=args.idle_timeout)
+    server = EnvServer(args.env, args.env_kwargs, host=args.host, port=args.port, token=token, limits=limits)
+    guard = "bearer token required" if token else "no token"
+    print(f"serving {server.env_id} at {server.url} (POST /v1/sessions, WS /v1/sessions/ID/ws; {guard}; "
+          f"max {limits.max_sessions} sessions; Ctrl-C stops)", flush=True)  # fmt: skip
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def _cmd_serve_mcp(args: argparse.Namespace) -> int:
+    """``serve mcp``: the env's tools, task and score over MCP; the run is written to --out as an eval run."""
+    import os
+
+    from agentgym.app.mcp_server import NOT_PLAYED, EpisodeHost, serve_http, serve_stdio
+
+    if not args.env:
+        raise ValueError("serve mcp needs --env ID (the env whose tasks the MCP client plays)")
+    token = None
+    if args.token_env:
+        if args.transport != "http":
+            raise ValueError("--token-env guards --transport http; a stdio server talks only to its parent process")
+        token = os.environ.get(args.token_env)
+        if not token:
+            raise ValueError(f"--token-env {args.token_env}: that environment variable is not set or is empty")
+    _check_env_kwargs(args.env, args.env_kwargs)
+    host = EpisodeHost(
+        args.env,
+        split=args.split or "test",
+        env_kwargs=args.env_kwargs,
+        episodes=args.episodes,
+        seed=args.seed,
+        out_dir=args.out,
+        transport=args.transport,
+    )
+    what = f"{args.env} ({host.config.episodes} tasks) over MCP"
+    if args.transport == "stdio":
+        print(f"serving {what} on stdio", file=sys.stderr, flush=True)
+        summary = serve_stdio(host)
+    else:
+        summary = serve_http(
+            host,
+            bind=args.host,
+            port=args.port,
+            token=token,
+            announce=lambda url: print(f"serving {what} at {url} (Ctrl-C stops)", flush=True),
+        )
+    played = summary.episodes - summary.failure_reasons.get(NOT_PLAYED, 0)
+    where = f"; wrote {Path(args.out) / 'summary.json'}" if args.out else ""
+    print(f"played {played} of {summary.episodes} tasks, success {summary.success_rate:.1%}{where}", file=sys.stderr)
     return 0
 
 
@@ -274,12 +532,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="train Q-learning, SARSA, REINFORCE or PPO (discrete view), or a language model (sft, grpo, llm-ppo, ...)",
     )
     p.add_argument("algorithm", choices=list(TRAINERS))
-    p.add_argument("--env", default=None, help="env id (default CliffWalk-v0; WeatherRun-v0 for language models)")
+    p.add_argument(
+        "--env",
+        default=None,
+        help="env id (default agentgym/CliffWalk-v0; agentgym/WeatherRun-v0 for language models); agentgym ids may "
+        "leave out agentgym/ and ignore case (CliffWalk-v0)",
+    )
     p.add_argument("--env-kwargs", type=_json_object, default={}, help="JSON object passed to gym.make")
     p.add_argument(
         "--episodes", type=int, help="episodes played: q-learning, sarsa, reinforce (default 500); sft: demonstrations"
     )
-    p.add_argument("--timesteps", type=int, help="training env steps (ppo; default 50000)")
+    p.add_argument(
+        "--timesteps",
+        type=int,
+        help="training env steps (ppo; default 50000), rounded up to whole rollouts of n_steps (256): 5000 runs 5120",
+    )
     p.add_argument("--steps", type=int, help="training steps (grpo, llm-ppo)")
     p.add_argument("--rounds", type=int, help="dpo: rounds of fresh pairs (iterative DPO)")
     p.add_argument("--tasks", type=int, help="dpo, reward-model: task instances played for rollout pairs")
@@ -304,23 +571,46 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="any field of the algorithm's config, e.g. --set learning_rate=0.003 (repeatable)",
     )
-    p.add_argument("--out", default="runs/train")
+    p.add_argument("--out", default="runs/train", help="run directory (default runs/train); a non-empty one is refused")
+    p.add_argument(
+        "--overwrite", action="store_true", help="replace the training run already in --out (its files are removed)"
+    )
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(fn=_cmd_train)
 
     p = sub.add_parser(
         "eval",
-        help="benchmark an agent on an environment: episodes.jsonl, summary.json with CIs (prints the summary)",
+        help="benchmark an agent on an environment: episodes.jsonl, summary.json with CIs (prints a short table)",
+        description="Benchmark an agent: episodes.jsonl, summary.json with 95 % CIs, a short table on stdout. Exit "
+        "status 0; 1 if more episodes failed for an infrastructure reason (the agent, env or endpoint raised, not "
+        "a wrong answer) than --max-failures; 2 for a usage error (nothing played).",
     )
-    p.add_argument("--env", default="agentgym/CliffWalk-v0")
-    p.add_argument("--split", help="the env's split (train, test, ...) for envs that have one")
+    p.add_argument("--env", help=f"env id (default {EVAL_ENV})")
+    p.add_argument(
+        "--split",
+        help="the env's split (train, test, ...). CliffWalk has none: its test set is the default grid over the "
+        "seeded episodes (--episodes), so --split test is accepted there and other splits are refused",
+    )
+    p.add_argument(
+        "--suite",
+        nargs="?",
+        const="all",
+        metavar="ENV,ENV,...",
+        help="play the agent on several envs' test splits (or --split) into --out DIR, one run directory per env "
+        "and DIR/suite.md; alone: every env at its newest version",
+    )
     p.add_argument("--env-kwargs", type=_json_object, default={})
     p.add_argument(
         "--agent",
         required=True,
         help="random | oracle | qtable:PATH | torch:PATH | hf:PATH_OR_HUB_ID | openai:MODEL@BASE_URL",
     )
-    p.add_argument("--episodes", type=int, help="default: every task of a fixed task list once, else 10")
+    p.add_argument(
+        "--episodes",
+        type=int,
+        help="default: every task of the split once (WeatherRun, SQLLookup, CodeSandbox), else 100 seeded episodes "
+        "(CliffWalk, as in the leaderboard)",
+    )
     p.add_argument("--seed", type=int, default=0, help="episode i is reset with seed + i")
     p.add_argument("--out", help="run directory: run.json, episodes.jsonl (appended per episode), summary.json")
     p.add_argument("--resume", action="store_true", help="continue the run in --out; finished episodes are skipped")
@@ -333,6 +623,15 @@ def build_parser() -> argparse.ArgumentParser:
         "context, ...)",
     )
     p.add_argument("--api-key-env", help="openai: environment variable holding the API key (default OPENAI_API_KEY)")
+    p.add_argument(
+        "--max-failures",
+        type=int,
+        default=0,
+        metavar="N",
+        help="exit 0 with up to N episodes failed for an infrastructure reason (default 0; a wrong answer is no "
+        "failure)",
+    )
+    p.add_argument("--json", action="store_true", help="print the whole summary as JSON instead of the table")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(fn=_cmd_eval)
 
@@ -345,7 +644,7 @@ def build_parser() -> argparse.ArgumentParser:
         "serve",
         help="serve over HTTP: the weather API (WeatherRun's http backend), or a model as an OpenAI-compatible API",
     )
-    p.add_argument("service", choices=["weather", "model"])
+    p.add_argument("service", choices=["weather", "model", "mcp", "env"])
     p.add_argument("--snapshot", default=None, help="weather: snapshot JSONL (default: the shipped -v0 table)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
@@ -356,6 +655,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", help="model --scripted: the env's split (the oracle knows its tasks)")
     p.add_argument("--env-kwargs", type=_json_object, default={}, help="model --scripted: JSON for gym.make")
     p.add_argument("--latency-ms", type=float, default=0.0, help="model: answer each request after this long")
+    p.add_argument("--transport", choices=["stdio", "http"], default="stdio", help="mcp: stdio, or streamable HTTP")
+    p.add_argument("--episodes", type=int, help="mcp: play N seeded episodes (default: every task of the split)")
+    p.add_argument("--seed", type=int, default=0, help="mcp: episode i is reset with seed + i, as in agentgym eval")
+    p.add_argument("--out", help="mcp: eval run directory (run.json, episodes.jsonl, summary.json)")
+    p.add_argument("--token-env", metavar="VAR", help="HTTP: require Authorization: Bearer $VAR on every request")
+    p.add_argument("--max-sessions", type=int, default=64, help="env: sessions open at once (429 past it)")
+    p.add_argument("--idle-timeout", type=float, default=300.0, help="env: close a session idle this many seconds")
     p.set_defaults(fn=_cmd_serve)
 
     p = sub.add_parser("demo", help="Q-learning vs SARSA on CliffWalk, WeatherRun, and a tiny LLM, with plots")
@@ -381,6 +687,8 @@ def main(argv: list[str] | None = None) -> int:
     status 2. Anything else is a bug and keeps its traceback."""
     args = build_parser().parse_args(argv)
     try:
+        if getattr(args, "env", None):  # every command's --env takes agentgym's short names (CliffWalk-v0)
+            args.env = resolve_env_id(args.env)
         return args.fn(args)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())

@@ -11,7 +11,12 @@ A task subclasses :class:`ToolEnv` and defines
 - ``task`` (or :meth:`ToolEnv.task_prompt`), :meth:`ToolEnv._reset_task`, :meth:`ToolEnv.summary`
   and :attr:`ToolEnv.success`;
 - for the discrete view (:class:`~agentgym.wrappers.DiscreteToolActions`): :meth:`ToolEnv.state_keys`,
-  :meth:`ToolEnv.state_key` and :meth:`ToolEnv.action_menu`.
+  :meth:`ToolEnv.state_key` and :meth:`ToolEnv.action_menu`;
+- optionally :meth:`ToolEnv.fallback_call`, to read text its agents write that holds no tool call.
+
+:meth:`ToolEnv.sample_action` draws a valid random action (a canonical call with schema-valid random arguments);
+``action_space.sample()`` stays Gymnasium's random member of the text space. ``render_mode``: ``"ansi"`` or
+``"human"`` (prints the text at every step).
 
 Spaces: actions and observations are :class:`~agentgym.spaces.AnyText`. Observations: the first
 holds the task, the tools, the call format and the state summary; each later one holds the task,
@@ -38,8 +43,10 @@ drive the terminal or the log that displays it.
 
 from __future__ import annotations
 
+import copy
 import json
 import re
+import sys
 import warnings
 from collections import deque
 from collections.abc import Hashable, Sequence
@@ -47,6 +54,7 @@ from dataclasses import dataclass, replace
 from typing import Any, ClassVar, NamedTuple
 
 import gymnasium as gym
+import numpy as np
 
 from agentgym.parser import MAX_ACTION_CHARS, ParseResult, format_instructions, parse_tool_calls
 from agentgym.spaces import AnyText
@@ -188,7 +196,10 @@ def parts_of(env: gym.Env) -> ObservationParts | None:
 class ToolEnv(gym.Env[str, str]):
     """Base class for an environment whose actions are tool calls written as text."""
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 4}
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human"], "render_fps": 4}
+    """``"ansi"``: ``render()`` returns :meth:`render_text`; ``"human"``: :meth:`render_text` is printed to stdout at
+    every ``reset`` and ``step`` (and by ``render()``), as Gymnasium's toy-text envs do. A task that declares its own
+    ``render_modes`` (CliffWalk adds ``"rgb_array"``) gets ``"human"`` added, since every task has a text."""
 
     task: ClassVar[str] = ""
     """Instructions shown to the agent (override :meth:`task_prompt` for per-episode text)."""
@@ -207,6 +218,9 @@ class ToolEnv(gym.Env[str, str]):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls.tools = {t.name: t for klass in reversed(cls.__mro__) for t in vars(klass).values() if isinstance(t, Tool)}
+        modes = list(cls.metadata.get("render_modes", []))
+        if "human" not in modes:  # a copy: the base class's dict is shared by every task that does not override it
+            cls.metadata = {**cls.metadata, "render_modes": [*modes, "human"]}
 
     def __init__(self, *, history: int = 0, render_mode: str | None = None) -> None:
         if not isinstance(history, int) or history < 0:
@@ -286,8 +300,21 @@ class ToolEnv(gym.Env[str, str]):
         return f"Tools:\n{self._tools_text}\n\n{self._format_text}"
 
     def render_text(self) -> str:
-        """What ``render()`` returns in ``"ansi"`` mode."""
+        """What ``render()`` returns in ``"ansi"`` mode (and prints in ``"human"`` mode)."""
         return self.summary() + "\n"
+
+    def fallback_call(self, text: str) -> tuple[ToolCall, str] | None:
+        """A call read from an action in which the parser found no call of a known tool, or None (the default:
+        the parse error stands).
+
+        A task overrides this for text its agents write that is no tool-call syntax but has one obvious meaning
+        (CodeSandbox reads a bare fenced ``python`` block as ``run_python``). Return the call and a format name
+        for ``info["format"]``; the call is validated like any other and is never canonical. It is consulted
+        only when no known tool's name was read as a call (``ParseResult.no_call``), so a malformed call of a
+        real tool keeps its error. It must depend on ``text`` alone (interpretations are memoised) and take time
+        linear in it (``text`` has at most :attr:`max_action_length` characters).
+        """
+        return None
 
     # ------------------------------------------------------------------ the loop
 
@@ -301,10 +328,12 @@ class ToolEnv(gym.Env[str, str]):
         summary = safe_text(self.summary())
         self._parts = ObservationParts(safe_text(self.task_prompt()), summary, tools=safe_text(self.tools_prompt()))
         info = {
-            "tools": [t.schema for t in self.tools.values()],
+            "tools": copy.deepcopy([t.schema for t in self.tools.values()]),  # the tools' own schemas stay intact
             "summary": summary,
             "success": self.success,
         }
+        if self.render_mode == "human":
+            self.render()
         return self._parts.render(self.max_observation_length), info
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
@@ -343,10 +372,10 @@ class ToolEnv(gym.Env[str, str]):
         self.episode_return += reward
         summary = safe_text(self.summary())
         observation = self._observe(action, safe_text(output), summary)
-        calls = interp.parse.calls
+        calls = interp.parse.calls  # memoised across steps: each info gets its own copy of the arguments
         info = {
-            "tool_call": calls[0].to_dict() if calls else None,
-            "tool_calls": [c.to_dict() for c in calls],
+            "tool_call": copy.deepcopy(calls[0].to_dict()) if calls else None,
+            "tool_calls": [copy.deepcopy(c.to_dict()) for c in calls],
             "parse_error": None if interp.error is None else safe_text(interp.error),
             "format": interp.parse.format,
             "canonical": interp.parse.canonical,
@@ -354,11 +383,17 @@ class ToolEnv(gym.Env[str, str]):
             "reward_components": rewards,
             "success": self.success,
         }
+        if self.render_mode == "human":
+            self.render()
         return observation, reward, terminated, False, info
 
     def render(self) -> Any:
+        """``"ansi"``: the text (:meth:`render_text`); ``"human"``: prints it and returns None; otherwise None."""
         if self.render_mode == "ansi":
             return self.render_text()
+        if self.render_mode == "human":
+            sys.stdout.write(self.render_text())
+            sys.stdout.flush()
         return None
 
     def observation_parts(self) -> ObservationParts:
@@ -376,6 +411,11 @@ class ToolEnv(gym.Env[str, str]):
         if key is not None and (hit := self._interpretations.get(key)) is not None:
             return hit
         parse = parse_tool_calls(action, self.tools.values(), max_chars=self.max_action_length)
+        if parse.no_call and (fallback := self.fallback_call(action)) is not None:
+            call, fmt = fallback
+            if call.name not in self.tools:
+                raise ValueError(f"{type(self).__name__}.fallback_call returned an unknown tool {call.name!r}")
+            parse = ParseResult(calls=(call,), format=fmt, canonical=False)
         if parse.error is not None:
             interp = Interpretation(parse, error=parse.error)
         else:
@@ -408,6 +448,27 @@ class ToolEnv(gym.Env[str, str]):
         if self.history:
             self._turns.append(past_turn(action, output))
         return self._parts.render(self.max_observation_length)
+
+    def sample_action(self, rng: np.random.Generator | int | None = None) -> str:
+        """A random valid action: the canonical call of a uniformly drawn tool, with random arguments that pass
+        its schema (:meth:`~agentgym.tools.Tool.sample_arguments`: enum choices, bools, bounded numbers, short
+        strings; optional arguments half the time).
+
+        It always parses and validates (``info["parse_error"]`` is None), though a tool may still refuse it (a
+        random city is unknown): a random agent that exercises the tools. ``action_space.sample()`` stays
+        Gymnasium's random member of the text space, which is almost never a call. ``rng``: a NumPy generator, or
+        a seed for one; by default the action space's generator, so ``env.action_space.seed(s)`` makes the draws
+        repeat as it does for ``sample()``.
+        """
+        if not self.tools:
+            raise ValueError(f"{type(self).__name__} has no tools to sample")
+        if rng is None:
+            rng = self.action_space.np_random
+        elif not isinstance(rng, np.random.Generator):
+            rng = np.random.default_rng(rng)
+        tools = list(self.tools.values())
+        chosen = tools[int(rng.integers(len(tools)))]
+        return ToolCall(chosen.name, chosen.sample_arguments(rng)).to_text()
 
     @staticmethod
     def canonical(name: str, **arguments: Any) -> str:

@@ -8,7 +8,8 @@ Also accepted, in this order of precedence:
 
 ``tool_call``   ``<tool_call>…</tool_call>`` holding JSON or a Python-style call (closing tag optional)
 ``call_tag``    ``<|call|>get_weather(city="Shanghai")<|/call|>``, ``<call>…</call>``, ``<function_call>…``
-``react``       ``Action: get_weather`` followed by ``Action Input: {"city": "Shanghai"}``
+``react``       ``Action: get_weather`` followed by ``Action Input: {"city": "Shanghai"}``, or by a plain value
+                (``Action Input: Shanghai``) for a tool with one parameter, or one required parameter
 ``openai``      ``{"tool_calls": [{"type": "function", "function": {"name": …, "arguments": "…"}}]}``
 ``json``        objects keyed ``name``/``arguments``, ``function``/``parameters``, ``tool``/``args`` (or a list)
 ``python``      ``get_weather("Shanghai")``, ``get_weather(city='Shanghai')``
@@ -56,6 +57,9 @@ class ParseResult:
     format: str | None = None
     canonical: bool = False
     error: str | None = None
+    no_call: bool = False
+    """True when the error is that no call of a known tool was read: no call syntax at all, or only calls of names
+    that are no tool (``print(x)``). The text may be something else a task reads (``ToolEnv.fallback_call``)."""
 
     @property
     def ok(self) -> bool:
@@ -66,12 +70,17 @@ class _Unparsable(ValueError):
     """Text that looks like a call in some format but cannot be read; the message says why."""
 
 
+class _UnknownTool(_Unparsable):
+    """A call of a name that is no tool."""
+
+
 @dataclass
 class _Raw:
     name: str
     arguments: dict[str, Any]
     positional: tuple[Any, ...] = ()
     strict: bool = False
+    plain: str | None = None  # a ReAct input that is a plain value, not a JSON object: for the one parameter
 
 
 # ----------------------------------------------------------------------------- lenient JSON
@@ -430,8 +439,23 @@ def _find_react(text: str, known: Mapping[str, Any]) -> tuple[list[_Raw], str] |
             k = bisect.bisect_left(stops, inp.end())
             end = stops[k] if k < len(stops) else len(text)
             raw_input, pos = text[inp.end() : end], end
-        calls.append(_Raw(m.group(1), _arguments(_strip_fence(raw_input.strip()))))
+        calls.append(_react_call(m.group(1), _strip_fence(raw_input.strip())))
     return (calls, "react") if calls else None
+
+
+def _react_call(name: str, raw_input: str) -> _Raw:
+    """``Action Input`` as arguments: a JSON object (or nothing), else a plain value for the tool's one parameter,
+    unquoted when it is one quoted string (``"New York"``) and taken as written otherwise (``New York``)."""
+    if not raw_input or raw_input[0] in "{[":
+        return _Raw(name, _arguments(raw_input))
+    if raw_input[0] in "\"'":
+        try:
+            value = loads_lenient(raw_input)
+        except ValueError:
+            value = None
+        if isinstance(value, str):
+            return _Raw(name, {}, plain=value)
+    return _Raw(name, {}, plain=raw_input)
 
 
 def _find_json(text: str, known: Mapping[str, Any]) -> tuple[list[_Raw], str] | None:
@@ -508,21 +532,49 @@ def _tool_table(tools: Iterable[Tool | str] | None) -> dict[str, Tool | str]:
     return {(t if isinstance(t, str) else t.name).lower(): t for t in tools or ()}
 
 
+def _lookup(name: str, known: Mapping[str, Tool | str]) -> Tool | str | None:
+    return known.get(name.lower()) or known.get(name.lower().replace("-", "_"))
+
+
+def _plain_parameter(spec: Tool | str, plain: str) -> str:
+    """The parameter a plain ReAct input is for: the tool's only one, or its only required one."""
+    name = spec if isinstance(spec, str) else spec.name
+    if isinstance(spec, str):
+        raise _Unparsable(f'{name}: write Action Input as a JSON object, e.g. {{"arg": "value"}}')
+    params = spec.parameters
+    if len(params) == 1:
+        return params[0]
+    required = [p for p in params if spec.arguments_model.model_fields[p].is_required()]
+    if len(required) == 1:
+        return required[0]
+    if not params:
+        raise _Unparsable(f"{name} takes no arguments, got Action Input {_clip(plain)!r}: leave it empty")
+    example = json.dumps(dict.fromkeys(params, "..."))
+    raise _Unparsable(
+        f"{name} takes {len(params)} arguments ({', '.join(params)}): write Action Input as a JSON object, "
+        f"e.g. {example}"
+    )
+
+
 def _resolve(raw: _Raw, known: Mapping[str, Tool | str]) -> ToolCall:
     if not known:
         if raw.positional:
             raise _Unparsable(f"{raw.name}: pass arguments by name, e.g. {raw.name}(arg=value)")
+        if raw.plain is not None:
+            raise _Unparsable(f'{raw.name}: write Action Input as a JSON object, e.g. {{"arg": "value"}}')
         return ToolCall(raw.name, raw.arguments)
-    spec = known.get(raw.name.lower()) or known.get(raw.name.lower().replace("-", "_"))
+    spec = _lookup(raw.name, known)
     if spec is None:
         names = [t if isinstance(t, str) else t.name for t in known.values()]
         close = difflib.get_close_matches(raw.name[:64], names, n=1, cutoff=0.5) or difflib.get_close_matches(
             raw.name[:64].lower(), [n.lower() for n in names], n=1, cutoff=0.5
         )
         hint = f" Did you mean '{names[[n.lower() for n in names].index(close[0].lower())]}'?" if close else ""
-        raise _Unparsable(f"unknown tool '{_clip(raw.name, 40)}'.{hint} Available tools: {', '.join(names)}")
+        raise _UnknownTool(f"unknown tool '{_clip(raw.name, 40)}'.{hint} Available tools: {', '.join(names)}")
     name = spec if isinstance(spec, str) else spec.name
     arguments = dict(raw.arguments)
+    if raw.plain is not None:
+        arguments[_plain_parameter(spec, raw.plain)] = raw.plain
     if raw.positional:
         if isinstance(spec, str):
             raise _Unparsable(f"{name}: pass arguments by name, e.g. {name}(arg=value)")
@@ -565,10 +617,12 @@ def parse_tool_calls(
                 raws, fmt = found
                 break
         else:
-            return ParseResult(error="no tool call found in the action")
+            return ParseResult(error="no tool call found in the action", no_call=True)
         if len(raws) > MAX_CALLS:
             return ParseResult(error=f"{len(raws)} tool calls in one action; the limit is {MAX_CALLS}")
         calls = tuple(_resolve(raw, known) for raw in raws)
+    except _UnknownTool as exc:  # no call of a known tool, if none of the names is one
+        return ParseResult(error=str(exc)[:500], no_call=not any(_lookup(raw.name, known) for raw in raws))
     except (ValueError, RecursionError, MemoryError, OverflowError) as exc:  # _Unparsable is a ValueError
         return ParseResult(error=str(exc)[:500] or "could not read the tool call")
     canonical = fmt == "tool_call" and all(raw.strict for raw in raws)

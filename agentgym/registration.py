@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import inspect
 from typing import Any
 
 import gymnasium as gym
 
-__all__ = ["ENV_IDS", "describe", "make_env", "register_envs", "split_kwargs"]
+__all__ = ["CLIENT_IDS", "ENV_IDS", "describe", "make_env", "register_envs", "resolve_env_id", "split_kwargs"]
 
 ENV_IDS: dict[str, dict] = {
     "agentgym/CliffWalk-v0": {
@@ -27,14 +28,57 @@ ENV_IDS: dict[str, dict] = {
         "entry_point": "agentgym.envs.code_sandbox:CodeSandboxEnv",
         "max_episode_steps": 10,
     },
+    "agentgym/SQLLookup-v1": {
+        "entry_point": "agentgym.envs.sql_lookup:SQLLookupEnv",
+        "max_episode_steps": 12,
+        "kwargs": {"task_set": "v1"},
+    },
+    "agentgym/CodeSandbox-v1": {
+        "entry_point": "agentgym.envs.code_sandbox:CodeSandboxEnv",
+        "max_episode_steps": 10,
+        "kwargs": {"task_set": "v1"},
+    },
 }
+
+
+CLIENT_IDS: dict[str, dict] = {
+    "agentgym/Remote-v0": {"entry_point": "agentgym.envs.remote:RemoteEnv"},
+}
+"""Ids that are no task of their own: ``agentgym/Remote-v0`` plays a task served by ``agentgym serve env`` (its
+``TimeLimit`` is the server's). Kept out of :data:`ENV_IDS`, the task suite that evals and tests iterate."""
 
 
 def register_envs() -> None:
     """Register every agentgym id with Gymnasium (idempotent)."""
-    for env_id, spec in ENV_IDS.items():
+    for env_id, spec in {**ENV_IDS, **CLIENT_IDS}.items():
         if env_id not in gym.registry:
             gym.register(id=env_id, **spec)
+
+
+def resolve_env_id(env_id: str) -> str:
+    """The registered id a user meant: ``env_id`` itself if registered, else the one registered id equal to it
+    ignoring case, or ``agentgym/<env_id>`` (``CliffWalk-v0`` and ``cliffwalk-v0`` are
+    ``agentgym/CliffWalk-v0``). An id close to an agentgym one (``agentgym/CliffWalk-v9``, ``Cliffwalk``) raises
+    ``gymnasium.error.NameNotFound`` naming it; any other id is returned as given, for ``gym.make`` to judge.
+
+    For command lines and configs; ``gym.make`` itself stays Gymnasium's and takes exact ids only.
+    """
+    if env_id in gym.registry:
+        return env_id
+    by_lower = {name.lower(): name for name in gym.registry}
+    for candidate in (env_id, f"agentgym/{env_id}"):
+        if (found := by_lower.get(candidate.lower())) is not None:
+            return found
+    ours = sorted(name for name in gym.registry if name.startswith("agentgym/"))
+    namespace, name, _ = gym.envs.registration.parse_env_id(env_id)
+    if namespace is None and any(spec.namespace is None and spec.name == name for spec in gym.registry.values()):
+        return env_id  # a Gymnasium name at a version it lacks: gym.make says which versions exist
+    shorts = {our.removeprefix("agentgym/").lower(): our for our in ours}
+    close = difflib.get_close_matches(env_id.lower().removeprefix("agentgym/"), shorts, n=1, cutoff=0.75)
+    if close or namespace == "agentgym":
+        hint = f"did you mean {shorts[close[0]]!r}? " if close else ""
+        raise gym.error.NameNotFound(f"unknown env id {env_id!r}; {hint}agentgym ids: {', '.join(ours)}")
+    return env_id
 
 
 def describe(env_id: str) -> str:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, get_type_hints
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 __all__ = ["Tool", "ToolCall", "ToolError", "ToolResult", "tool"]
@@ -105,6 +106,63 @@ def _type_words(prop: Mapping[str, Any]) -> str:
     return str(prop.get("type", "any value"))
 
 
+_SAMPLE_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
+_SAMPLE_TRIES = 20  # draws per tool before giving up on a schema whose constraints random values rarely meet
+
+
+def _bounds(schema: Mapping[str, Any]) -> tuple[float, float]:
+    """A number schema's range: its ``minimum``/``maximum`` (an exclusive bound moved in by 1), else 10 wide."""
+    low = schema.get("minimum", schema["exclusiveMinimum"] + 1 if "exclusiveMinimum" in schema else None)
+    high = schema.get("maximum", schema["exclusiveMaximum"] - 1 if "exclusiveMaximum" in schema else None)
+    if low is None:
+        low = 0 if high is None else min(0, high - 10)
+    return low, low + 10 if high is None else high
+
+
+def _sample_json(schema: Mapping[str, Any], rng: np.random.Generator, defs: Mapping[str, Any], depth: int = 0) -> Any:
+    """A random value of a JSON schema: a choice of ``enum``/``const``/``anyOf``, a bool, an int or number in its
+    bounds (0–10 when unbounded), a string of 1–8 letters and digits, an array of up to 3 items, an object with its
+    required properties and each optional one half the time (below 6 levels of nesting; deeper, only what is
+    required, so a recursive schema ends). Any other shape draws a short string."""
+    if "$ref" in schema:
+        schema = defs.get(str(schema["$ref"]).rsplit("/", 1)[-1], {})
+    if "const" in schema:
+        return schema["const"]
+    if "enum" in schema:
+        return schema["enum"][int(rng.integers(len(schema["enum"])))]
+    branches = schema.get("anyOf") or schema.get("oneOf")
+    kind = schema.get("type")
+    if branches or isinstance(kind, list):
+        options = branches or [{**schema, "type": k} for k in kind]
+        if depth >= 3:  # deep enough: prefer a branch that does not nest further
+            options = [o for o in options if o.get("type") not in ("array", "object")] or options
+        return _sample_json(options[int(rng.integers(len(options)))], rng, defs, depth + 1)
+    if kind == "null":
+        return None
+    if kind == "boolean":
+        return bool(rng.integers(2))
+    if kind in ("integer", "number"):
+        low, high = _bounds(schema)
+        if kind == "integer":
+            return int(rng.integers(int(np.ceil(low)), int(np.floor(high)) + 1))
+        return round(float(rng.uniform(low, high)), 3)
+    if kind == "array":
+        low = int(schema.get("minItems", 0))
+        high = low if depth >= 6 else max(low, min(int(schema.get("maxItems", low + 3)), low + 3))
+        count = int(rng.integers(low, high + 1))
+        return [_sample_json(schema.get("items", {}), rng, defs, depth + 1) for _ in range(count)]
+    if kind == "object":
+        required = set(schema.get("required", []))
+        return {
+            name: _sample_json(prop, rng, defs, depth + 1)
+            for name, prop in schema.get("properties", {}).items()
+            if name in required or (depth < 6 and rng.integers(2))
+        }
+    low = int(schema.get("minLength", 1))
+    length = int(rng.integers(low, max(low, min(int(schema.get("maxLength", low + 7)), low + 7)) + 1))
+    return "".join(_SAMPLE_ALPHABET[int(k)] for k in rng.integers(len(_SAMPLE_ALPHABET), size=length))
+
+
 class Tool:
     """A callable tool: name, description, argument model and JSON schema.
 
@@ -181,6 +239,21 @@ class Tool:
         except ValidationError as exc:
             raise ToolError(self._explain(exc)) from None
         return {name: getattr(model, name) for name in self.parameters}
+
+    def sample_arguments(self, rng: np.random.Generator) -> dict[str, Any]:
+        """Random arguments that pass :meth:`validate`, as JSON values drawn from :attr:`parameters_schema`
+        (see :func:`_sample_json`: enum choices, bools, bounded numbers, short strings; optional arguments half the
+        time). ``ValueError`` if 20 draws all fail validation (a ``pattern`` or a custom validator random values do
+        not meet)."""
+        schema = self.parameters_schema
+        for _ in range(_SAMPLE_TRIES):
+            arguments = _sample_json(schema, rng, schema.get("$defs", {}))
+            try:
+                self.validate(arguments)
+            except ToolError:
+                continue
+            return arguments
+        raise ValueError(f"{self.name}: no valid random arguments in {_SAMPLE_TRIES} draws from its schema")
 
     def _explain(self, exc: ValidationError) -> str:
         props = self.parameters_schema.get("properties", {})

@@ -45,6 +45,8 @@ __all__ = [
     "DIFFICULTIES",
     "TASKS_V0",
     "TASKS_V0_SHA256",
+    "TASKS_V1",
+    "TASKS_V1_SHA256",
     "CodeTask",
     "build_tasks",
     "candidates",
@@ -59,6 +61,11 @@ __all__ = [
 DATA_DIR = Path(__file__).parent / "data"
 TASKS_V0 = DATA_DIR / "code_tasks_v0.jsonl"
 TASKS_V0_SHA256 = "50c460a07c674957c8e40eb2e853fb84e5f9f4cb46976bc01fd4d9298d9041fa"
+TASKS_V1 = DATA_DIR / "code_tasks_v1.jsonl"
+TASKS_V1_SHA256 = "14f7bf474a4bdd52a623b87b25c5e4ed6d314c6bedc95b2a1f82364ac77deee3"
+"""CodeSandbox-v1's problems (``code_families.py`` generates them; ``python -m agentgym.envs.code_families build``)."""
+TASK_FILES = {"v0": (TASKS_V0, TASKS_V0_SHA256), "v1": (TASKS_V1, TASKS_V1_SHA256)}
+"""The shipped task sets by version: file and SHA-256."""
 DIFFICULTIES = ("easy", "medium", "hard")
 
 
@@ -198,12 +205,12 @@ def write_tasks(tasks: list[CodeTask], path: str | Path) -> str:
 
 
 def load_tasks(path: str | Path = TASKS_V0, sha256: str | None = None) -> list[CodeTask]:
-    """Read a tasks JSONL file; the shipped v0 file's checksum is always checked (``sha256=`` checks yours).
+    """Read a tasks JSONL file; a shipped file's checksum (v0, v1) is always checked (``sha256=`` checks yours).
 
     Raises ``ValueError`` naming the file and line of a bad record, a duplicate id, or an empty file.
     """
-    if sha256 is None and Path(path).resolve() == TASKS_V0.resolve():
-        sha256 = TASKS_V0_SHA256
+    if sha256 is None:
+        sha256 = next((sha for file, sha in TASK_FILES.values() if Path(path).resolve() == file.resolve()), None)
     return read_jsonl(path, CodeTask, sha256=sha256, what="task", unique="id")
 
 

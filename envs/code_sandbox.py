@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import itertools
 import re
 import warnings
 from collections.abc import Hashable, Sequence
@@ -13,12 +14,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentgym.core import ToolEnv
 from agentgym.data import sha256_file
-from agentgym.envs.code_data import TASKS_V0, CodeTask, candidates, load_tasks
+from agentgym.envs.code_data import TASK_FILES, CodeTask, candidates, load_tasks
 from agentgym.envs.sandbox import Sandbox, SandboxResult, TestReport
 from agentgym.tools import ToolCall, ToolResult, tool
 from agentgym.wrappers import candidate_state_key, candidate_state_keys
 
-__all__ = ["CANDIDATES", "CodeOracle", "CodeSandboxEnv", "RewardWeights"]
+__all__ = ["CANDIDATES", "CodeOracle", "CodeSandboxEnv", "RewardWeights", "python_fence"]
 
 CANDIDATES = 3
 """Candidate solutions per task in the discrete view: the reference and the task's two wrong solutions."""
@@ -83,6 +84,10 @@ class CodeSandboxEnv(ToolEnv):
       ended — never the code's output or messages, since the code can read the hidden test inputs (they run in its
       process) and would otherwise echo them back to the agent.
 
+    An action that holds no tool call but one fenced ``python`` (or ``py``) block, with or without prose around it,
+    runs that block with ``run_python``: ``info["format"]`` is ``"code_fence"`` and ``info["canonical"]`` False, so
+    format compliance still counts it as a miss. An action with several fenced blocks is not guessed at.
+
     ## Rewards (``rewards=`` / :class:`RewardWeights`)
     ``hidden_tests`` (1.0) × the fraction of hidden tests the submission passes; ``test_improvement`` (default 0,
     a process reward) × each rise of the best visible-test pass fraction the episode's ``run_tests`` calls
@@ -111,8 +116,11 @@ class CodeSandboxEnv(ToolEnv):
     is in ``agentgym.envs.code_data``), with ``tasks_sha256=`` to pin the file; each reference solution is run
     on its tests when the env is made (``validate=False`` skips that).
 
+    ``task_set="v1"`` (what ``agentgym/CodeSandbox-v1`` passes): 303 problems from 10 parametrised families
+    (184 train, 119 test; ``agentgym.envs.code_families``), same tools, rules and reward.
+
     ## Arguments
-    ``split``, ``tasks_path``, ``tasks_sha256``, ``validate`` (above); ``sandbox`` (a configured
+    ``split``, ``task_set``, ``tasks_path``, ``tasks_sha256``, ``validate`` (above); ``sandbox`` (a configured
     :class:`~agentgym.envs.sandbox.Sandbox`), or ``layer`` (``"auto"``, ``"bwrap"``, ``"unshare"``), ``allow_unsafe``
     and ``timeout`` (5 s per run) to make one; ``rewards``; ``test_improvement_reward`` (shortcut for
     ``rewards={"test_improvement": x}``); ``history``; ``render_mode``.
@@ -122,12 +130,14 @@ class CodeSandboxEnv(ToolEnv):
 
     ## Version history
     - v0: initial version.
+    - v1: the v1 task set (303 generated problems, 119 in the test split); same tools, rules and reward.
     """
 
     def __init__(
         self,
         *,
         split: str = "train",
+        task_set: str = "v0",
         tasks_path: str | Path | None = None,
         tasks_sha256: str | None = None,
         validate: bool | None = None,
@@ -149,7 +159,9 @@ class CodeSandboxEnv(ToolEnv):
         if split not in ("train", "test", "all"):
             raise ValueError(f"split must be 'train', 'test' or 'all', got {split!r}")
         self.split = split
-        path = Path(tasks_path) if tasks_path is not None else TASKS_V0
+        if task_set not in TASK_FILES:
+            raise ValueError(f"task_set must be one of {', '.join(TASK_FILES)}, got {task_set!r}")
+        path = Path(tasks_path) if tasks_path is not None else TASK_FILES[task_set][0]
         all_tasks = load_tasks(path, sha256=tasks_sha256)
         self.data_checksum = sha256_file(path)
         self.tasks: list[CodeTask] = [t for t in all_tasks if split == "all" or t.split == split]
@@ -318,6 +330,25 @@ class CodeSandboxEnv(ToolEnv):
 
     def render_text(self) -> str:
         return f"{self.task.id}: {self.summary()}\n"
+
+    def fallback_call(self, text: str) -> tuple[ToolCall, str] | None:
+        """A bare fenced ``python`` block (no tool call in the action) is a ``run_python`` call."""
+        code = python_fence(text)
+        return None if code is None else (ToolCall("run_python", {"code": code}), "code_fence")
+
+
+_FENCE_LINE = re.compile(r"^[ \t]*```[ \t]*([\w+-]*)[ \t]*$", re.M)  # one way to match each line: linear time
+_PYTHON_FENCES = frozenset({"python", "python3", "py"})
+
+
+def python_fence(text: str) -> str | None:
+    """The code of the one fenced block in ``text`` when it is labelled ``python``, ``python3`` or ``py``; None when
+    there is none, several, or it is empty."""
+    fences = list(itertools.islice(_FENCE_LINE.finditer(text), 3))  # a third fence line already means "not one"
+    if len(fences) != 2 or fences[0].group(1).lower() not in _PYTHON_FENCES or fences[1].group(1):
+        return None
+    code = text[fences[0].end() + 1 : fences[1].start()].rstrip("\n")
+    return code if code.strip() else None
 
 
 def _format_run(result: SandboxResult) -> str:

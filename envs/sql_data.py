@@ -38,7 +38,8 @@ slip that returns a wrong result, a value slip that returns nothing (a case mism
 badly written date), a schema slip that fails (a guessed column name) — used as the discrete view's
 candidate answers. Every gold query runs through :class:`~agentgym.envs.sql_safety.ReadOnlySQLite`
 and returns a non-empty answer (not a lone 0 or NULL) of at most 25 rows. v0 holds 180 questions
-(106 train, 74 test) from 35 families and 12 one-off questions.
+(106 train, 74 test) from 35 families and 12 one-off questions. v1 (``data/sql_tasks_v1.jsonl``,
+:func:`build_tasks_v1`) draws up to 24 instances of each family from the same database with seed 1.
 
 Both files ship with SHA-256 checksums (:data:`DATABASE_V0_SHA256`, :data:`TASKS_V0_SHA256`) that
 :func:`load_tasks` and the env verify. Rebuild them with ``python -m agentgym.envs.sql_data``.
@@ -70,8 +71,11 @@ __all__ = [
     "SQLTask",
     "TASKS_V0",
     "TASKS_V0_SHA256",
+    "TASKS_V1",
+    "TASKS_V1_SHA256",
     "build_database",
     "build_tasks",
+    "build_tasks_v1",
     "content_sha256",
     "has_top_level_order_by",
     "load_tasks",
@@ -85,6 +89,12 @@ TASKS_V0 = DATA_DIR / "sql_tasks_v0.jsonl"
 DATABASE_V0_SHA256 = "4e9f4c2c4d335e21bc21d64ffcd250f11b7c201c390035bdbdb7fcaf20e90397"
 DATABASE_V0_CONTENT_SHA256 = "07fea8108e1f2070e4dbba9b391a363b25ab6c0ce227a5302637de3b461b208d"
 TASKS_V0_SHA256 = "b21ea03af19b7a54a01be0ceb22e0ed3efb3eac0decb161665f5a9b8da685b9b"
+TASKS_V1 = DATA_DIR / "sql_tasks_v1.jsonl"
+TASKS_V1_SHA256 = "9aba98dd9cd0da072d33618e9b9ab5bb61000062df2400f568a70345b1e094b8"
+"""SQLLookup-v1's questions: on the v0 database, up to :data:`V1_INSTANCES` instances of each family drawn with
+:data:`V1_SEED` (:func:`build_tasks_v1`; rebuild with ``python -m agentgym.envs.sql_data --v1``)."""
+V1_SEED = 1
+V1_INSTANCES = 24
 BUILT_WITH_SQLITE = "3.40.1"
 """The SQLite version that wrote the shipped file (other versions rebuild the same content, not the same bytes)."""
 
@@ -1340,8 +1350,8 @@ def _value_slip(gold: str) -> str | None:
     return None
 
 
-def build_tasks(database: str | Path, seed: int = 0) -> list[SQLTask]:
-    """The question set over ``database``: up to five checked instances of each family and the one-off
+def build_tasks(database: str | Path, seed: int = 0, instances: int = INSTANCES_PER_FAMILY) -> list[SQLTask]:
+    """The question set over ``database``: up to ``instances`` checked instances of each family and the one-off
     questions, split alternately (train, test, train, …), in a fixed order.
 
     Each task gets three distractors, one of each kind of mistake: a logic slip that returns a wrong
@@ -1396,10 +1406,10 @@ def build_tasks(database: str | Path, seed: int = 0) -> list[SQLTask]:
                 if distractors is not None:
                     accepted.append((question, gold, distractors))
                     seen_questions.add(question)
-                if len(accepted) == INSTANCES_PER_FAMILY:
+                if len(accepted) == instances:
                     break
             for k, (question, gold, distractors) in enumerate(accepted):
-                split = "test" if k % 2 == 1 else "train"  # 5 instances: 3 train, 2 test
+                split = "test" if k % 2 == 1 else "train"  # v0's 5 instances: 3 train, 2 test
                 tasks.append(_task(f"{name}-{k + 1}", question, gold, difficulty, split, distractors, name))
         for k, (difficulty, question, gold, wrong) in enumerate(_ONE_OFFS):
             distractors = checked(question, gold, wrong)
@@ -1446,18 +1456,31 @@ def _order_is_determined(conn: sqlite3.Connection, gold: str, rows: tuple[tuple[
     return runs[0] == runs[1] == list(rows)
 
 
+def build_tasks_v1(database: str | Path = DATABASE_V0) -> list[SQLTask]:
+    """SQLLookup-v1's questions: :func:`build_tasks` on the v0 database with :data:`V1_SEED` and up to
+    :data:`V1_INSTANCES` instances a family (alternately train and test, as in v0). ``ValueError`` if a test
+    question (its text or its gold SQL) equals a train question."""
+    tasks = build_tasks(database, V1_SEED, V1_INSTANCES)
+    train = {t.question for t in tasks if t.split == "train"} | {t.gold_sql for t in tasks if t.split == "train"}
+    leaked = [t.id for t in tasks if t.split == "test" and (t.question in train or t.gold_sql in train)]
+    if leaked:
+        raise ValueError(f"test questions that are also train questions: {leaked}")
+    return tasks
+
+
 def write_tasks(tasks: list[SQLTask], path: str | Path) -> str:
     """Write tasks as JSON Lines (one canonical form: keys sorted, UTF-8) and return the file's SHA-256."""
     return write_jsonl(tasks, path)
 
 
 def load_tasks(path: str | Path = TASKS_V0, sha256: str | None = None) -> list[SQLTask]:
-    """Read a tasks JSONL file (see the module docstring); the shipped ``-v0`` file's checksum is always checked.
+    """Read a tasks JSONL file (see the module docstring); a shipped file's checksum (v0, v1) is always checked.
 
     Raises ``ValueError`` naming the file and line of a bad record, duplicate ids, or an empty file.
     """
-    if sha256 is None and Path(path).resolve() == TASKS_V0.resolve():
-        sha256 = TASKS_V0_SHA256
+    if sha256 is None:
+        shipped = {TASKS_V0.resolve(): TASKS_V0_SHA256, TASKS_V1.resolve(): TASKS_V1_SHA256}
+        sha256 = shipped.get(Path(path).resolve())
     return read_jsonl(path, SQLTask, sha256=sha256, what="task", unique="id")
 
 
@@ -1476,7 +1499,12 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="Rebuild SQLLookup's database and question set from their seed.")
     parser.add_argument("--out", default=str(DATA_DIR), help="folder for company_v0.sqlite and sql_tasks_v0.jsonl")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--v1", action="store_true", help="write sql_tasks_v1.jsonl (on the shipped v0 database)")
     args = parser.parse_args()
+    if args.v1:
+        checksum = write_tasks(build_tasks_v1(), Path(args.out) / TASKS_V1.name)
+        print(f"tasks_v1 {checksum}  ({'matches v1' if checksum == TASKS_V1_SHA256 else 'differs from v1'})")
+        raise SystemExit(0)
     sums = build(args.out, args.seed)
     expected = {
         "database": DATABASE_V0_SHA256,

@@ -19,6 +19,7 @@ from agentgym.envs.sql_data import (
     DATABASE_V0,
     DATABASE_V0_SHA256,
     TASKS_V0,
+    TASKS_V1,
     SQLTask,
     load_tasks,
 )
@@ -271,8 +272,11 @@ class SQLLookupEnv(ToolEnv):
     is made and must return a non-empty result. Or pass ``database=`` any object implementing
     :class:`SQLDatabase`.
 
+    ``task_set="v1"`` (what ``agentgym/SQLLookup-v1`` passes): 432 questions on the same database (223 train,
+    209 test), up to 24 instances of each family (``agentgym.envs.sql_data.build_tasks_v1``); same rules and reward.
+
     ## Arguments
-    ``split``, ``db_path``, ``tasks_path``, ``database`` (above); ``max_rows`` (20) rows shown per
+    ``split``, ``task_set``, ``db_path``, ``tasks_path``, ``database`` (above); ``max_rows`` (20) rows shown per
     ``run_sql``; ``time_limit`` (1.0 s) per query; ``rewards``; ``explore_reward`` and ``tool_cost``
     (shortcuts for ``rewards={"explore_query": x}`` and ``{"tool_cost": c}``); ``query_cache`` (1024)
     results remembered per env — the database is read-only, so a repeated query needs no second run
@@ -283,12 +287,14 @@ class SQLLookupEnv(ToolEnv):
 
     ## Version history
     - v0: initial version.
+    - v1: the v1 question set (432 questions, 209 in the test split); same database, tools, rules and reward.
     """
 
     def __init__(
         self,
         *,
         split: str = "train",
+        task_set: str = "v0",
         db_path: str | Path | None = None,
         tasks_path: str | Path | None = None,
         database: SQLDatabase | None = None,
@@ -329,7 +335,12 @@ class SQLLookupEnv(ToolEnv):
         else:
             self.data_checksum = None
         self.database: SQLDatabase = database
-        all_tasks = load_tasks(tasks_path if tasks_path is not None else TASKS_V0)
+        task_files = {"v0": TASKS_V0, "v1": TASKS_V1}
+        if task_set not in task_files:
+            raise ValueError(f"task_set must be one of {', '.join(task_files)}, got {task_set!r}")
+        all_tasks = load_tasks(tasks_path if tasks_path is not None else task_files[task_set])
+        if task_set != "v0" and not custom:  # the v0 database with another question file: name the questions
+            self.data_checksum = sha256_file(task_files[task_set])
         self.tasks: list[SQLTask] = [t for t in all_tasks if split == "all" or t.split == split]
         if not self.tasks:
             splits = sorted({t.split for t in all_tasks})

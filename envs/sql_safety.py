@@ -256,9 +256,7 @@ class _GuardedFunctions:
 
     def _date(self, name: str, clock_below: int):
         def guarded(*args: Any) -> Any:
-            if len(args) < clock_below or any(
-                isinstance(a, str) and a.strip().lower() in _CLOCK_ARGS for a in args
-            ):
+            if len(args) < clock_below or any(isinstance(a, str) and a.strip().lower() in _CLOCK_ARGS for a in args):
                 self._refuse(
                     f"{name}() without a date, or with 'now', 'localtime' or 'utc', is not available: the database "
                     "is a frozen snapshot; use the dates given in the question"

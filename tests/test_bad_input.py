@@ -69,7 +69,7 @@ BAD_ACTIONS = {
     "null-bytes-in-garbage": ("{\x00[\x00(\x00'\x00", "no tool call"),
     "prose-only": ("I think I should go up now.", "no tool call"),
     "too-many-calls": (VALID * 17, "limit is 16"),
-    "react-string-input": ("Action: move\nAction Input: up", "must be a JSON object"),
+    "react-list-input": ('Action: move\nAction Input: ["up"]', "must be a JSON object"),
 }
 
 

@@ -28,7 +28,8 @@ def test_train_then_eval_reports_greedy_return(tmp_path, capsys):
     assert (out / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert json.loads((out / "config.json").read_text())["agent"]["alpha"] == 0.5
 
-    assert main(["eval", "--agent", f"qtable:{out / 'qtable.npz'}", "--episodes", "3", "--out", str(out)]) == 0
+    argv = ["eval", "--agent", f"qtable:{out / 'qtable.npz'}", "--episodes", "3", "--out", str(out), "--json"]
+    assert main(argv) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["mean_return"] == -13 and report["success_rate"] == 1.0 and report["returns"] == [-13.0] * 3
     assert json.loads((out / "summary.json").read_text()) == report
@@ -42,13 +43,14 @@ def test_train_policy_gradient_then_eval_on_the_test_split(algorithm, budget, tm
     assert main([*argv, "--out", str(out), "--no-progress"]) == 0
     assert json.loads((out / "config.json").read_text())["agent"]["eval_every"] == 0
     capsys.readouterr()
-    assert main(["eval", *env, "--env-kwargs", '{"split": "test"}', "--agent", f"torch:{out / 'model.pt'}"]) == 0
+    argv = ["eval", *env, "--env-kwargs", '{"split": "test"}', "--agent", f"torch:{out / 'model.pt'}", "--json"]
+    assert main(argv) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["episodes"] == 100 and report["success_rate"] >= 0.95
 
 
 def test_eval_random_agent(capsys):
-    assert main(["eval", "--agent", "random", "--episodes", "2", "--seed", "1"]) == 0
+    assert main(["eval", "--agent", "random", "--episodes", "2", "--seed", "1", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["episodes"] == 2 and report["mean_return"] < -13
 

@@ -145,7 +145,7 @@ def test_render_modes():
     assert image.shape == (64, 192, 3) and image.dtype == np.uint8
     assert tuple(image[56, 8]) == (40, 90, 220)  # the agent's cell (3, 0)
     with pytest.raises(ValueError, match="render_mode"):
-        CliffWalkEnv(render_mode="human")
+        CliffWalkEnv(render_mode="rgb")
 
 
 def test_history_keeps_last_turns():

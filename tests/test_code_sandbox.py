@@ -348,3 +348,54 @@ def test_hostile_submission_scores_nothing_and_the_next_episode_scores_normally(
     env.reset(options={"task_index": i})
     _, reward, *_ = env.step(call("submit", code=env.unwrapped.task.solution))
     assert reward == 1.0
+
+
+# ----------------------------------------------------------------------------- a bare fenced python block
+
+
+@pytest.mark.parametrize(
+    "action",
+    [
+        "```python\nprint(sorted([3, 1, 2]))\n```",
+        "Let me look first:\n\n```Python\nprint(sorted([3, 1, 2]))\n```\nThat should print the list.",
+        "```py\nxs = [3, 1, 2]\nprint(sorted(xs))\n```",
+        "  ```python3  \nprint(sorted([3, 1, 2]))\n  ```\n",
+    ],
+    ids=["bare", "with-prose", "py", "indented"],
+)
+def test_a_bare_python_fence_runs_as_run_python_and_is_not_canonical(action):
+    env = make(split="all")
+    env.reset(seed=0)
+    obs, reward, terminated, _, info = env.step(action)
+    assert info["parse_error"] is None and info["tool_call"]["name"] == "run_python"
+    assert info["format"] == "code_fence" and info["canonical"] is False
+    assert result_text(obs) == "exit status 0.\nstdout:\n[1, 2, 3]"
+    assert info["summary"].startswith("runs 1 ·") and reward == 0.0 and not terminated
+
+
+@pytest.mark.parametrize(
+    ("action", "fragment"),
+    [
+        ("```\nprint(1)\n```", "unknown tool 'print'"),  # unlabelled: not guessed at
+        ("```python\nprint(1)\n```\n```python\nprint(2)\n```", "no tool call found"),  # two blocks
+        ("```python\nprint(1)\n", "no tool call found"),  # unclosed
+        ("```python\n\n```", "no tool call found"),  # empty
+        ("```python\nsubmit(code=def f)\n```", "could not read"),  # a malformed call of a real tool keeps its error
+    ],
+    ids=["unlabelled", "two-blocks", "unclosed", "empty", "malformed-real-call"],
+)
+def test_other_fences_are_not_run(action, fragment):
+    env = make(split="all")
+    env.reset(seed=0)
+    _, _, _, _, info = env.step(action)
+    assert info["parse_error"] is not None and fragment in info["parse_error"]
+    assert info["summary"].startswith("runs 0 ·")
+
+
+def test_a_tool_call_inside_a_python_fence_is_still_that_call():
+    env = make(split="all")
+    i = index_of(env, "rle_encode")
+    env.reset(options={"task_index": i})
+    code = "def rle_encode(s):\n    return s"
+    _, _, _, _, info = env.step(f"```python\nrun_tests(code={code!r})\n```")
+    assert info["tool_call"] == {"name": "run_tests", "arguments": {"code": code}} and info["format"] == "python"

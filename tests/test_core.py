@@ -1,12 +1,14 @@
 """ToolEnv's loop on a small custom task: execution order, errors, termination, observations."""
 
+import re
 import warnings
 from typing import Any
 
+import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from agentgym import ToolEnv, ToolError, ToolResult, tool
+from agentgym import ToolCall, ToolEnv, ToolError, ToolResult, tool
 
 
 class Counter(ToolEnv):
@@ -133,3 +135,104 @@ def test_interpret_returns_the_public_interpretation_and_memoises_only_short_act
     assert env.interpret("add(2)") is interp
     long = "add(2) " + " " * core._MEMO_MAX_ACTION_CHARS  # past the memo's key limit: parsed afresh each time
     assert env.interpret(long) is not env.interpret(long) and env.interpret(long).error is None
+
+
+# ----------------------------------------------------------------------------- fallback_call (a task's own reading)
+
+
+class Lenient(Counter):
+    """A Counter that reads a bare number as ``add(amount=n)``."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.fallback_reads = 0
+
+    def fallback_call(self, text: str) -> tuple[ToolCall, str] | None:
+        self.fallback_reads += 1
+        match = re.fullmatch(r"\s*(\d{1,3})\s*", text)
+        return None if match is None else (ToolCall("add", {"amount": int(match.group(1))}), "number")
+
+
+def test_fallback_call_reads_text_without_a_tool_call_as_a_non_canonical_call():
+    env = Lenient()
+    env.reset(seed=0)
+    obs, reward, _, _, info = env.step(" 3 ")
+    assert info["parse_error"] is None and info["tool_call"] == {"name": "add", "arguments": {"amount": 3}}
+    assert info["format"] == "number" and info["canonical"] is False
+    assert "total is 3" in obs and reward == pytest.approx(0.1)
+    env.step(" 3 ")  # memoised: the hook reads each distinct text once
+    assert env.fallback_reads == 1
+    _, _, _, _, info = env.step("999")  # validated and executed like any call: the tool refuses it
+    assert info["parse_error"] is None and info["summary"] == "total 6 · steps 3"
+
+
+@pytest.mark.parametrize(
+    ("action", "fragment"),
+    [
+        ("add(amount=", "unclosed parenthesis"),  # a malformed call of a real tool keeps its error
+        ("add(3) 4", None),  # a real call wins
+        ("lots", "no tool call found"),  # the hook declines
+    ],
+)
+def test_fallback_call_is_consulted_only_when_no_known_tool_was_called(action, fragment):
+    env = Lenient()
+    env.reset(seed=0)
+    *_, info = env.step(action)
+    assert info["format"] != "number"
+    assert (info["parse_error"] is None) if fragment is None else (fragment in info["parse_error"])
+    assert env.fallback_reads == (1 if action == "lots" else 0)
+
+
+def test_default_fallback_leaves_the_parse_error():
+    env = Counter()
+    env.reset(seed=0)
+    *_, info = env.step("3")
+    assert info["parse_error"] == "no tool call found in the action" and info["format"] is None
+
+
+def test_fallback_call_naming_no_tool_is_a_clear_task_bug():
+    class Broken(Counter):
+        def fallback_call(self, text: str) -> tuple[ToolCall, str] | None:
+            return ToolCall("nope", {}), "x"
+
+    with pytest.raises(ValueError, match="Broken.fallback_call returned an unknown tool 'nope'"):
+        Broken().interpret("hello")
+
+
+# ----------------------------------------------------------------------------- render modes
+
+
+def test_every_task_gets_human_mode_without_touching_the_base_class(capsys):
+    class Drawn(Counter):
+        metadata = {"render_modes": ["rgb_array"], "render_fps": 4}
+
+    assert Drawn.metadata["render_modes"] == ["rgb_array", "human"]
+    assert ToolEnv.metadata["render_modes"] == ["ansi", "human"] and Counter.metadata is ToolEnv.metadata
+    env = Counter(render_mode="human")
+    capsys.readouterr()
+    env.reset(seed=0)
+    env.step("add(2)")
+    assert capsys.readouterr().out == "total 0 · steps 0\ntotal 2 · steps 1\n"
+    with pytest.raises(ValueError, match="render_mode must be one of"):
+        Counter(render_mode="rgb_array")
+
+
+# ----------------------------------------------------------------------------- sample_action
+
+
+def test_sample_action_draws_valid_calls_from_the_tools():
+    env = Counter()
+    rng = np.random.default_rng(0)
+    actions = [env.sample_action(rng) for _ in range(200)]
+    interps = [env.interpret(a) for a in actions]
+    assert all(i.error is None and i.parse.canonical for i in interps)
+    assert {i.calls[0][0].name for i in interps} == {"add", "finish", "buggy"}
+    amounts = {i.calls[0][1]["amount"] for i in interps if i.calls[0][0].name == "add"}
+    assert amounts == set(range(11))  # an unbounded int draws 0..10
+    assert env.sample_action(5) == env.sample_action(5)  # a seed works too
+
+    class Toolless(ToolEnv):
+        pass
+
+    with pytest.raises(ValueError, match="no tools to sample"):
+        Toolless().sample_action(0)

@@ -1,12 +1,17 @@
 """Benchmark runs: `agentgym eval` / `evaluate_agent`, reproducible summaries, resume, reports, and clear errors."""
 
+import itertools
 import json
+import math
+import platform
 import socket
+from datetime import UTC, datetime, timedelta
 
+import gymnasium as gym
 import pytest
 
 from agentgym.app.evaluation import evaluate_agent
-from agentgym.app.reports import load_episodes, mean_interval, wilson_interval
+from agentgym.app.reports import load_episodes, load_summary, mean_interval, wilson_interval
 from agentgym.cli import main
 from agentgym.envs.weather_data import SNAPSHOT_V0_SHA256
 
@@ -14,7 +19,7 @@ WEATHER = "agentgym/WeatherRun-v0"
 
 
 def eval_cli(capsys, out, *argv):
-    assert main(["eval", "--env", WEATHER, "--split", "test", "--out", str(out), "--no-progress", *argv]) == 0
+    assert main(["eval", "--env", WEATHER, "--split", "test", "--out", str(out), "--no-progress", "--json", *argv]) == 0
     printed = capsys.readouterr().out
     assert json.loads(printed) == json.loads((out / "summary.json").read_text())
     return json.loads(printed)
@@ -176,3 +181,83 @@ def test_report_compares_runs_in_a_table_and_a_plot(tmp_path, capsys):
     assert len(lines) == 4 and lines[2].startswith("| oracle | `oracle` | agentgym/WeatherRun-v0 | test | 20 |")
     assert "100.0% [83.9%, 100.0%]" in lines[2] and "1.500 ± 0.000" in lines[2] and lines[3].startswith("| random |")
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and str(plot) in captured.err
+
+
+# ---------------------------------------------------------------------- provenance, breakdowns, pass@k (issue 17)
+
+SQL = "agentgym/SQLLookup-v0"
+
+
+def test_summary_and_report_break_success_down_by_tag(tmp_path, capsys):
+    sql = evaluate_agent(SQL, "oracle", split="test", out_dir=tmp_path / "sql")
+    code = evaluate_agent("agentgym/CodeSandbox-v0", "oracle", split="test", out_dir=tmp_path / "code")
+    kinds = sql.by_tag["difficulty"]
+    assert {k: v.episodes for k, v in kinds.items()} == {
+        "aggregate": 14, "date": 14, "join": 16, "nested": 12, "single_table": 18
+    }  # fmt: skip
+    for v in kinds.values():
+        assert v.success_rate == 1.0 and v.success_ci95 == wilson_interval(v.episodes, v.episodes)
+    assert {k: v.episodes for k, v in code.by_tag["difficulty"].items()} == {"easy": 9, "hard": 1, "medium": 8}
+    assert sum(v.episodes for v in code.by_tag["topic"].values()) == code.episodes == 18
+    assert sql.pass_at_k is None and code.pass_at_k is None  # every task played once: no pass@k
+    stored = json.loads((tmp_path / "sql" / "summary.json").read_text())
+    assert "pass_at_k" not in stored
+    assert stored["by_tag"]["difficulty"]["join"]["successes"] == 16 and list(stored)[-1] == "timing"
+    assert main(["report", str(tmp_path / "sql"), str(tmp_path / "code"), "--plot", str(tmp_path / "r.png")]) == 0
+    out = capsys.readouterr().out
+    assert "success by difficulty:" in out and "| run | aggregate | date | easy | hard | join | medium |" in out
+    assert "| sql | 100.0% [78.5%, 100.0%] n=14 | 100.0% [78.5%, 100.0%] n=14 | - | - |" in out
+    assert "success by topic:" in out
+
+
+def test_pass_at_k_over_tasks_played_several_times(tmp_path):
+    summary = evaluate_agent(SQL, "random", split="test", episodes=150, seed=3, out_dir=tmp_path)
+    # which task each seed drew, found independently of the summary: reset the env the way the run did
+    env = gym.make(SQL, split="test")
+    drawn = []
+    for record in load_episodes(tmp_path / "episodes.jsonl"):
+        env.reset(seed=record.reset["seed"])
+        drawn.append((env.unwrapped.task.id, record.success))
+    by_task = {}
+    for task, success in drawn:
+        by_task.setdefault(task, []).append(success)
+    p = summary.pass_at_k
+    assert (p.min_samples, p.max_samples) == (min(map(len, by_task.values())), max(map(len, by_task.values())))
+    twice = [wins for wins in by_task.values() if len(wins) >= 2]
+    assert p.tasks["1"] == len(by_task) and p.tasks["2"] == len(twice) > 10
+    assert p.values["1"] == pytest.approx(sum(sum(w) / len(w) for w in by_task.values()) / len(by_task))
+    # pass@2 by its definition: the share of pairs of a task's samples holding a success
+    pairs = [sum(a or b for a, b in itertools.combinations(w, 2)) / math.comb(len(w), 2) for w in twice]
+    assert p.values["2"] == pytest.approx(sum(pairs) / len(pairs))
+    assert p.values["1"] < p.values["2"] < p.values["5"] < 1  # a random agent: more tries, more tasks solved
+
+
+def test_provenance_is_in_the_timing_block_and_the_rest_stays_byte_identical(tmp_path, capsys):
+    texts = []
+    for run in ("a", "b"):
+        evaluate_agent(SQL, "random", split="test", episodes=40, seed=2, out_dir=tmp_path / run)
+        texts.append((tmp_path / run / "summary.json").read_text())
+    assert without_timing(texts[0]) == without_timing(texts[1]) and '"pass_at_k"' in without_timing(texts[0])
+    summary = json.loads(texts[0])
+    timing = summary["timing"]
+    started, finished = (datetime.fromisoformat(timing[k]) for k in ("started_at", "finished_at"))
+    assert started.utcoffset() == finished.utcoffset() == timedelta(0) and started <= finished
+    assert abs((datetime.now(UTC) - finished).total_seconds()) < 120
+    facts = timing["provenance"]
+    assert facts["python"].endswith(platform.python_version()) and facts["packages"]["gymnasium"] == gym.__version__
+    assert facts["cpu_count"] >= 1 and facts["platform"] == platform.platform()
+    assert facts["git_commit"] is None or len(facts["git_commit"]) == 40
+    assert not set(facts) & set(summary) and list(summary)[-1] == "timing"
+    # an untagged env's summary has exactly the fields it had before breakdowns and pass@k existed
+    weather = eval_cli(capsys, tmp_path / "w", "--agent", "oracle", "--episodes", "3")
+    assert list(weather) == [
+        "env_id", "env_version", "split", "env_kwargs", "data_checksum", "package_version", "agent",
+        "agent_settings", "seed", "episodes", "completed", "failures", "failure_reasons", "success_rate",
+        "success_ci95", "mean_return", "std_return", "return_ci95", "tool_call_validity", "format_compliance",
+        "mean_turns", "truncation_rate", "prompt_tokens", "completion_tokens", "total_tokens", "returns", "timing",
+    ]  # fmt: skip
+    before = dict(weather, timing={k: weather["timing"][k] for k in ("wall_s", "episodes_run", "episodes_per_s")})
+    before["timing"]["concurrency"] = 1
+    (tmp_path / "w" / "summary.json").write_text(json.dumps(before))  # a summary written before provenance existed
+    loaded = load_summary(tmp_path / "w")
+    assert loaded.timing.provenance is None and loaded.timing.started_at is None and loaded.episodes == 3

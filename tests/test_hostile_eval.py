@@ -103,9 +103,9 @@ def one_clear_line(err: str, *needles: str) -> str:
 )
 def test_a_failing_episode_is_recorded_and_resume_replays_only_it(faults, tmp_path, capsys, fault, reason):
     argv = ["eval", "--env", FAULTY, "--env-kwargs", json.dumps({"fault": fault}), "--agent", "oracle"]
-    argv += ["--episodes", "6", "--out", str(tmp_path), "--no-progress"]
+    argv += ["--episodes", "6", "--out", str(tmp_path), "--no-progress", "--json"]
     code, out, err = run_cli(capsys, *argv)
-    assert code == 0, err
+    assert code == 1 and "3 of 6 episodes failed for an infrastructure reason" in err, err  # and still a summary
     summary = json.loads(out)
     assert summary["episodes"] == 6 and summary["completed"] == 3 and summary["failures"] == 3
     assert summary["failure_reasons"] == {reason: 3} and summary["success_rate"] == 0.5
@@ -168,7 +168,7 @@ class SurrogateModel(BaseHTTPRequestHandler):
 def test_a_reply_with_a_lone_surrogate_is_written_and_the_run_resumes(tmp_path, capsys):
     with HTTPService(SurrogateModel, "127.0.0.1", 0) as server:
         argv = ["eval", "--env", "agentgym/WeatherRun-v0", "--split", "test", "--agent", f"openai:m@{server.url}/v1"]
-        argv += ["--episodes", "4", "--out", str(tmp_path), "--no-progress"]
+        argv += ["--episodes", "4", "--out", str(tmp_path), "--no-progress", "--json"]
         code, out, err = run_cli(capsys, *argv)
         assert code == 0, err
         assert json.loads(out)["episodes"] == 4
@@ -360,7 +360,7 @@ def test_resume_refuses_a_weather_record_paid_more_than_the_env_pays(tmp_path, c
 
 def test_a_last_line_without_its_newline_is_kept_if_whole_and_refused_if_damaged(faults, tmp_path, capsys):
     faults.faults_on = False
-    argv = ["eval", "--env", FAULTY, "--agent", "oracle", "--out", str(tmp_path), "--no-progress"]
+    argv = ["eval", "--env", FAULTY, "--agent", "oracle", "--out", str(tmp_path), "--no-progress", "--json"]
     assert run_cli(capsys, *argv, "--episodes", "2")[0] == 0
     path = tmp_path / "episodes.jsonl"
     path.write_bytes(path.read_bytes().rstrip(b"\n"))  # e.g. an editor that drops the final newline
@@ -390,6 +390,7 @@ def test_damaged_run_files_are_one_line_naming_the_file(faults, tmp_path, capsys
     faults.faults_on = False
     run = tmp_path / "run"
     argv = ["eval", "--env", FAULTY, "--agent", "oracle", "--episodes", "2", "--out", str(run), "--no-progress"]
+    argv.append("--json")
     assert run_cli(capsys, *argv)[0] == 0
     path = run / name
     path.write_bytes(DAMAGE[damage](path.read_bytes()))

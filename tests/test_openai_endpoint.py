@@ -374,7 +374,7 @@ def test_serve_model_command_with_the_scripted_oracle(capsys):
         line = proc.stdout.readline()
         url = line.split(" at ")[1].split()[0]
         argv = ["eval", "--env", WEATHER, "--split", "test", "--agent", f"openai:oracle@{url}", "--episodes", "5"]
-        assert main([*argv, "--no-progress"]) == 0
+        assert main([*argv, "--no-progress", "--json"]) == 0
         summary = json.loads(capsys.readouterr().out)
         assert summary["success_rate"] == 1.0 and summary["mean_return"] == 1.5 and summary["completion_tokens"] > 0
     finally:

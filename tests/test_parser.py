@@ -348,6 +348,41 @@ ACCEPTED = {
         False,
     ),
     "react-no-input": ("Action: get_weather", [(W, {})], "react", False),
+    # a plain value goes to the tool's one parameter, or its one required parameter (get_weather's city)
+    "react-plain-input": ("Action: get_weather\nAction Input: Shanghai", [(W, SH)], "react", False),
+    "react-plain-input-one-parameter": ("Action: get_air_quality\nAction Input: Shanghai", [(AQ, SH)], "react", False),
+    "react-plain-input-words": (
+        "Thought: check.\nAction: get_weather\nAction Input: New York\nObservation:",
+        [(W, {"city": "New York"})],
+        "react",
+        False,
+    ),
+    "react-plain-input-quoted": (
+        'Action: get_weather\nAction Input: "New York"',
+        [(W, {"city": "New York"})],
+        "react",
+        False,
+    ),
+    "react-plain-input-single-quoted": (
+        "Action: get_weather\nAction Input: 'Zürich'",
+        [(W, {"city": "Zürich"})],
+        "react",
+        False,
+    ),
+    "react-plain-input-half-quoted": (
+        'Action: get_weather\nAction Input: "New" York',
+        [(W, {"city": '"New" York'})],
+        "react",
+        False,
+    ),
+    "react-plain-input-fenced": ("Action: get_weather\nAction Input: ```\nShanghai\n```", [(W, SH)], "react", False),
+    "react-plain-input-bool": ("Action: answer\nAction Input: yes", [("answer", {"suitable": "yes"})], "react", False),
+    "react-plain-then-json": (
+        'Action: get_weather\nAction Input: A\nAction: get_air_quality\nAction Input: {"city": "B"}',
+        [(W, {"city": "A"}), (AQ, {"city": "B"})],
+        "react",
+        False,
+    ),
     "null-bytes-removed": (CANONICAL.replace("get_", "get\x00_"), [(W, SH)], "tool_call", True),
 }
 
@@ -425,10 +460,11 @@ REJECTED = {
         '{"name": "get_weather", "arguments": ["Shanghai"]}',
         ["must be a JSON object"],
     ),
-    "react-plain-string-input": (
-        "Action: get_weather\nAction Input: Shanghai",
+    "react-list-input": (
+        'Action: get_weather\nAction Input: ["Shanghai"]',
         ["must be a JSON object"],
     ),
+    "react-plain-input-unknown-tool": ("Action: get_wether\nAction Input: Shanghai", ["Did you mean 'get_weather'?"]),
     "empty-tag": ("<tool_call></tool_call>", ["empty"]),
     "open-tag-only": ("<tool_call>", ["empty"]),
     "closing-tag-only": ("</tool_call>", ["no tool call found"]),
@@ -457,6 +493,73 @@ def test_rejected_actions(text: str, fragments: list[str]) -> None:
     assert result.calls == ()
     assert result.format is None
     assert result.canonical is False
+
+
+@tool
+def convert(amount: float, currency: str) -> str:
+    """Convert money.
+
+    Args:
+        amount: How much.
+        currency: To which currency.
+    """
+    return "ok"
+
+
+@tool
+def list_cities() -> str:
+    """All cities."""
+    return "A, B"
+
+
+@pytest.mark.parametrize(
+    ("text", "fragments"),
+    [
+        ("Action: convert\nAction Input: 5 EUR", ["convert takes 2 arguments (amount, currency)", '{"amount": "...",']),
+        ("Action: list_cities\nAction Input: all of them", ["list_cities takes no arguments", "leave it empty"]),
+    ],
+    ids=["two-required", "no-parameters"],
+)
+def test_react_plain_input_without_one_parameter_to_take_it_is_explained(text: str, fragments: list[str]) -> None:
+    result = parse_tool_calls(text, [*TOOLS, convert, list_cities])
+    assert result.calls == () and result.error is not None and result.no_call is False
+    for fragment in fragments:
+        assert fragment in result.error
+
+
+@pytest.mark.parametrize("tools", [None, ["get_weather"]], ids=["none", "names-only"])
+def test_react_plain_input_needs_a_signature(tools: list | None) -> None:
+    result = parse_tool_calls("Action: get_weather\nAction Input: Shanghai", tools)
+    assert result.error is not None and "write Action Input as a JSON object" in result.error
+
+
+def test_react_plain_input_validates_like_any_call() -> None:
+    """The plain value is coerced or refused by the tool's model, as a JSON value would be."""
+    (call,) = parse_tool_calls("Action: answer\nAction Input: false", TOOLS).calls
+    assert answer.validate(call.arguments) == {"suitable": False, "reason": ""}
+    (call,) = parse_tool_calls("Action: answer\nAction Input: perhaps", TOOLS).calls
+    with pytest.raises(ToolError, match="argument 'suitable' must be boolean"):
+        answer.validate(call.arguments)
+
+
+@pytest.mark.parametrize(
+    ("text", "no_call"),
+    [
+        ("I think it will be sunny tomorrow.", True),
+        ("```python\nprint(sorted([3, 1, 2]))\n```", True),  # print is no tool
+        ('{"name": "alice", "age": 3}', True),
+        ('get_wether(city="A")', True),
+        ('get_wether(city="A") get_weather(city="B")', False),  # one known tool was called
+        ('get_weather(city="A"', False),  # a malformed call of a known tool
+        ('<tool_call>{"name": "get_weather", "arguments": {"city": @}}</tool_call>', False),
+        ("", False),
+        ('get_weather(city="A")', False),
+    ],
+)
+def test_no_call_says_whether_any_known_tool_was_called(text: str, no_call: bool) -> None:
+    """``no_call`` lets a task read text that holds no tool call (``ToolEnv.fallback_call``) without
+    overriding the error of a malformed call of a real tool."""
+    assert parse_tool_calls(text, TOOLS).no_call is no_call
 
 
 @pytest.mark.parametrize("tools", [None, [], ["get_weather"]], ids=["none", "empty", "names-only"])

@@ -15,6 +15,7 @@ is here and works on token ids, never on re-tokenised text:
 from __future__ import annotations
 
 import inspect
+import os
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,9 +26,91 @@ from torch import Tensor
 
 from agentgym.trainers.decoding import Decoder, PrefixCache, supports
 
-__all__ = ["Generation", "LLMPolicy", "TokenScores", "score_tokens", "token_logprobs"]
+__all__ = ["Generation", "LLMPolicy", "TokenScores", "resolve_model_source", "score_tokens", "token_logprobs"]
 
 TOOL_CALL_END = "</tool_call>"
+
+HUB_PROBE_TIMEOUT_S = 5.0
+"""How long :func:`resolve_model_source` waits for the hub to say whether a model id exists. The metadata call
+answers in well under a second when the hub is reachable; without a network, ``from_pretrained`` itself retried
+for ~50 s before failing, which this bound replaces."""
+
+
+def resolve_model_source(name_or_path: str | Path) -> str:
+    """What ``from_pretrained`` should load, decided before any download; a one-line ``FileNotFoundError`` or
+    ``OSError`` when it cannot be loaded.
+
+    - ``"tiny"``: the shipped tiny base model.
+    - A spec written as a path must be a model directory (one with ``config.json``): it starts with ``/``, ``.``
+      or ``~``, has a backslash or more than one ``/``, is no valid hub id, exists, or its first component
+      exists here (``runs/nonexistent`` when ``runs/`` does).
+    - Anything else is a hub id (``name`` or ``org/name``): returned at once if the Hugging Face cache holds it;
+      refused at once when ``HF_HUB_OFFLINE`` is set; otherwise the hub is asked whether it exists, waiting at
+      most :data:`HUB_PROBE_TIMEOUT_S` seconds.
+    """
+    text = str(name_or_path)
+    if text == "tiny":
+        from agentgym.trainers.tiny_model import base_model_path
+
+        return str(base_model_path())
+    if not text.strip():
+        raise ValueError("the model is empty: give a model directory or a hub id, e.g. Qwen/Qwen2.5-0.5B-Instruct")
+    if _reads_as_path(text):
+        return _model_directory(text)
+    return _hub_model(text)
+
+
+def _reads_as_path(text: str) -> bool:
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
+    if text.startswith(("/", ".", "~")) or "\\" in text or text.count("/") > 1 or Path(text).exists():
+        return True
+    try:
+        validate_repo_id(text)
+    except HFValidationError:
+        return True
+    return "/" in text and Path(text.split("/")[0]).is_dir()
+
+
+def _model_directory(text: str) -> str:
+    path = Path(text).expanduser()
+    if not path.exists():
+        raise FileNotFoundError(f"no model directory at {text} (a model directory, or a hub id such as org/name)")
+    if not path.is_dir():
+        raise FileNotFoundError(f"{text} is a file; give a model directory (with config.json) or a hub id")
+    if not (path / "config.json").is_file():
+        hint = f"; the run's model is {text.rstrip('/')}/final" if (path / "final" / "config.json").is_file() else ""
+        raise FileNotFoundError(f"{text} has no config.json, so it is no from_pretrained model directory{hint}")
+    return str(path)
+
+
+def _hub_model(repo_id: str) -> str:
+    import huggingface_hub
+    from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, HTTPError, RepositoryNotFoundError
+
+    if isinstance(huggingface_hub.try_to_load_from_cache(repo_id, "config.json"), str):
+        return repo_id
+    flag = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE") or ""
+    if huggingface_hub.constants.HF_HUB_OFFLINE or flag.upper() in {"1", "ON", "YES", "TRUE"}:
+        raise FileNotFoundError(f"no model directory at {repo_id}, and HF_HUB_OFFLINE is set and the cache lacks it")
+    try:
+        huggingface_hub.HfApi().model_info(repo_id, timeout=HUB_PROBE_TIMEOUT_S)  # a client of the endpoint set now
+    except GatedRepoError:
+        return repo_id  # it exists; from_pretrained reports the access problem (a token) itself
+    except RepositoryNotFoundError:
+        raise FileNotFoundError(
+            f"no model directory at {repo_id}, and the Hugging Face hub has no model {repo_id} (private: set HF_TOKEN)"
+        ) from None
+    except HfHubHTTPError:
+        return repo_id  # the hub answered with another error: from_pretrained retries and reports it
+    except HTTPError as exc:
+        raise OSError(
+            f"no model directory at {repo_id}, and the Hugging Face hub is unreachable ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0] if str(exc) else 'no answer'}); give a model directory, or set "
+            "HF_HUB_OFFLINE=1 to load from the cache"
+        ) from None
+    return repo_id
 
 
 @dataclass
@@ -76,13 +159,10 @@ class LLMPolicy:
     @classmethod
     def from_pretrained(cls, name_or_path: str | Path, *, dtype: torch.dtype | None = None, **kwargs: Any) -> LLMPolicy:
         """Load model and tokenizer with ``from_pretrained``: a local path, a hub id, or ``"tiny"`` (the
-        shipped tiny base model, :func:`agentgym.trainers.tiny_model.base_model_path`)."""
+        shipped tiny base model, :func:`agentgym.trainers.tiny_model.base_model_path`), checked first by
+        :func:`resolve_model_source` (a missing path is a one-line error at once, never a hub download)."""
+        name_or_path = resolve_model_source(name_or_path)
         from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        if str(name_or_path) == "tiny":
-            from agentgym.trainers.tiny_model import base_model_path
-
-            name_or_path = base_model_path()
 
         tokenizer = AutoTokenizer.from_pretrained(name_or_path)
         model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=dtype or torch.float32, **kwargs)

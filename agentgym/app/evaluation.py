@@ -9,6 +9,8 @@ resume a killed run, and returns (and writes) a :class:`~agentgym.app.reports.Ru
     summary = evaluate_agent("agentgym/WeatherRun-v0", "oracle", split="test", out_dir="runs/oracle")
     summary.success_rate, summary.success_ci95        # 1.0, (0.963, 1.0)
 
+:func:`evaluate_suite` plays one agent on several envs' test splits into one directory (``agentgym eval --suite``).
+
 Agent specs: ``random``, ``oracle``, ``qtable:PATH``, ``torch:PATH`` (see :func:`make_agent`),
 ``hf:PATH_OR_HUB_ID`` (a causal LM played by :func:`agentgym.trainers.rollout.rollout`, greedy by
 default) and ``openai:MODEL@BASE_URL`` (an OpenAI-compatible endpoint, :mod:`agentgym.app.openai_agent`).
@@ -20,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
-import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -35,10 +36,12 @@ from agentgym.app.reports import (
     EpisodeRecord,
     RunConfig,
     RunSummary,
-    Timing,
+    TaskFacts,
     error_line,
     load_episodes,
     load_run_config,
+    load_summary,
+    run_timing,
     summarize,
     to_json,
     write_json,
@@ -46,9 +49,24 @@ from agentgym.app.reports import (
 from agentgym.registration import split_kwargs
 from agentgym.wrappers import DiscreteToolActions, as_discrete
 
-__all__ = ["EvalReport", "RandomAgent", "evaluate", "evaluate_agent", "make_agent", "model_source"]
+__all__ = [
+    "DEFAULT_EPISODES",
+    "EvalReport",
+    "RandomAgent",
+    "default_suite",
+    "evaluate",
+    "evaluate_agent",
+    "evaluate_suite",
+    "make_agent",
+    "model_source",
+]
 
 AGENT_SPECS = "'random', 'oracle', 'qtable:PATH', 'torch:PATH', 'hf:PATH_OR_HUB_ID' or 'openai:MODEL@BASE_URL'"
+
+DEFAULT_EPISODES = 100
+"""Episodes a benchmark run plays on an env without a fixed task list (CliffWalk): seeds ``seed`` to
+``seed + 99``, what the leaderboard plays. 100 episodes make a 95 % CI of a success rate at most ±10 points
+wide; a CliffWalk episode takes milliseconds, so they cost well under a second for the built-in agents."""
 
 
 class EvalReport(BaseModel):
@@ -398,8 +416,11 @@ def evaluate_agent(
     """Play ``agent`` (a spec string, see the module docstring) on ``env_id`` and summarise the run.
 
     Episode ``i`` is ``env.reset(seed=seed + i)``; with ``episodes=None`` an env with a fixed task
-    list plays each task once (episode ``i`` is task ``i``), other envs play 10 episodes. ``split``
-    sets the env's ``split`` argument where it has one (``env_kwargs`` may also name it).
+    list plays each task once (episode ``i`` is task ``i``), other envs play :data:`DEFAULT_EPISODES`
+    (100). ``split`` sets the env's ``split`` argument where it has one (``env_kwargs`` may also name it).
+    An env without splits (CliffWalk) has one configuration, so its test set is that configuration over
+    the seeded episodes: ``split="test"`` is accepted there (and recorded as no split), any other split
+    is a ``ValueError``.
 
     ``out_dir`` gets ``run.json``, ``episodes.jsonl`` (one record per finished episode, flushed as it
     ends) and ``summary.json``; without it nothing is written. ``resume=True`` continues the run in
@@ -425,15 +446,15 @@ def evaluate_agent(
         raise ValueError(f"concurrency must be at least 1, got {concurrency}")
     if resume and out_dir is None:
         raise ValueError("resume needs out_dir, the directory of the run to continue")
+    kwargs = _split_kwargs(env_id, split, env_kwargs)
     # Gymnasium's passive env checker breaks every step after a reset that raised (gymnasium 1.4), which would
     # fail the episodes after a failed one; the registered envs pass check_env in the tests instead.
-    kwargs = split_kwargs(env_id, split, env_kwargs)
     probe = gym.make(env_id, disable_env_checker=True, **kwargs)
     try:
         base = probe.unwrapped
         num_tasks = getattr(base, "num_tasks", None)
         all_tasks = episodes is None and bool(num_tasks)
-        n = num_tasks if all_tasks else (episodes or 10)
+        n = num_tasks if all_tasks else (episodes or DEFAULT_EPISODES)
         resets = [{"seed": seed + i, **({"options": {"task_index": i}} if all_tasks else {})} for i in range(n)]
         player = _player(
             agent,
@@ -460,8 +481,9 @@ def evaluate_agent(
         jobs = [(i, resets[i]) for i in range(n) if i not in finished]
         records = list(previous)
         start = time.perf_counter()
-        with _EpisodeLog(out_dir, records, len(jobs), agent, progress_bar, callback) as log:
-            player.play(jobs, log.write)
+        if jobs:  # a finished run resumed plays nothing (an endpoint client given no episodes would fail)
+            with _EpisodeLog(out_dir, records, len(jobs), agent, progress_bar, callback) as log:
+                player.play(jobs, log.write)
         wall = time.perf_counter() - start
         summary = summarize(
             records,
@@ -469,18 +491,125 @@ def evaluate_agent(
             env_version=probe.spec.version if probe.spec else None,
             data_checksum=getattr(base, "data_checksum", None),
             package_version=agentgym.__version__,
-            timing=Timing(
-                wall_s=round(wall, 4),
-                episodes_run=len(jobs),
-                episodes_per_s=round(len(jobs) / wall, 4) if wall > 0 else math.inf,
-                concurrency=player.concurrency,
-            ),
+            tasks=episode_tasks(probe, resets),
+            timing=run_timing(wall, len(jobs), player.concurrency),
         )
-        if out_dir is not None:
-            write_json(Path(out_dir) / "summary.json", summary)
+        if out_dir is None:
+            return summary
+        if not jobs and (stored := _stored_summary(Path(out_dir), summary)) is not None:
+            return stored  # a finished run: its summary as written, timing included
+        write_json(Path(out_dir) / "summary.json", summary)
         return summary
     finally:
         probe.close()
+
+
+def default_suite() -> list[str]:
+    """Every registered env at its newest version (``agentgym list`` names them all)."""
+    from agentgym.registration import ENV_IDS
+
+    newest: dict[str, str] = {}
+    for env_id in ENV_IDS:
+        name, _, version = env_id.rpartition("-v")
+        if name not in newest or int(version) > int(newest[name].rpartition("-v")[2]):
+            newest[name] = env_id
+    return list(newest.values())
+
+
+def suite_run_dir(out_dir: str | Path, env_id: str) -> Path:
+    """Where :func:`evaluate_suite` puts ``env_id``'s run: ``out_dir/<name>-v<N>`` (the id after its namespace)."""
+    return Path(out_dir) / env_id.rpartition("/")[2]
+
+
+def evaluate_suite(
+    agent: str,
+    env_ids: list[str] | None = None,
+    *,
+    out_dir: str | Path,
+    split: str = "test",
+    on_run: Callable[[str, RunSummary], None] | None = None,
+    **kwargs: Any,
+) -> dict[str, RunSummary]:
+    """Play ``agent`` on each env's ``split`` (default: :func:`default_suite`), ``env_id → summary``.
+
+    Each env's run goes to :func:`suite_run_dir` (a run directory like ``evaluate_agent``'s, so
+    ``agentgym report`` and ``resume=True`` work on it), and ``out_dir/suite.md`` gets the table of all
+    of them. ``kwargs`` are :func:`evaluate_agent`'s, applied to every env; ``episodes`` (default: every
+    task once, :data:`DEFAULT_EPISODES` on CliffWalk) too. ``on_run(env_id, summary)`` is called after each
+    env. Every env id is checked before any episode is played.
+    """
+    from agentgym.app.reports import markdown_table
+
+    env_ids = list(env_ids or default_suite())
+    if len({suite_run_dir(out_dir, e) for e in env_ids}) != len(env_ids):
+        raise ValueError(f"the suite names an env twice: {', '.join(env_ids)}")
+    if unknown := [env_id for env_id in env_ids if env_id not in gym.registry]:  # before any run
+        from agentgym.registration import ENV_IDS
+
+        raise ValueError(f"no env {unknown[0]!r} in the suite; the agentgym envs are {', '.join(ENV_IDS)}")
+    summaries: dict[str, RunSummary] = {}
+    for env_id in env_ids:
+        summaries[env_id] = evaluate_agent(env_id, agent, split=split, out_dir=suite_run_dir(out_dir, env_id), **kwargs)
+        if on_run is not None:
+            on_run(env_id, summaries[env_id])
+    table = markdown_table({env_id.rpartition("/")[2]: s for env_id, s in summaries.items()})
+    (Path(out_dir) / "suite.md").write_text(table + "\n", encoding="utf-8")
+    return summaries
+
+
+def _split_kwargs(env_id: str, split: str | None, env_kwargs: dict[str, Any] | None) -> dict[str, Any]:
+    """``env_kwargs`` with ``split``; an env without splits takes ``"test"`` as its one configuration and
+    refuses any other split (it used to ignore them silently)."""
+    kwargs = split_kwargs(env_id, split, env_kwargs)
+    if split is not None and split != "test" and "split" not in kwargs:
+        raise ValueError(
+            f"{env_id} has no splits: its test set is its one configuration over seeded episodes "
+            f"(--episodes, default {DEFAULT_EPISODES}); use --split test or no --split, not {split!r}"
+        )
+    return kwargs
+
+
+def _stored_summary(out: Path, fresh: RunSummary) -> RunSummary | None:
+    """The run's ``summary.json`` if it says what ``fresh`` (recomputed from its episodes) says, timing aside."""
+    try:
+        stored = load_summary(out)
+    except (OSError, ValueError):
+        return None
+    volatile = {"timing", "provenance"}  # how this invocation ran, not what it measured
+    same = stored.model_dump(exclude=volatile) == fresh.model_dump(exclude=volatile)
+    return stored if same else None
+
+
+TASK_TAGS = ("difficulty", "topic")
+"""Attributes of an env's task objects that a summary breaks success down by (``by_tag``), where tasks have them:
+SQLLookup's question kinds (single_table, join, aggregate, nested, date), CodeSandbox's difficulties and topics."""
+
+
+def episode_tasks(env: gym.Env, resets: list[dict[str, Any]]) -> list[TaskFacts | None]:
+    """Each episode's task and tags (:data:`TASK_TAGS`), for an env with a fixed list ``env.unwrapped.tasks``
+    (``[]`` for other envs). An episode reset with ``task_index`` plays that task; for one reset by seed alone,
+    ``env`` is reset the same way (~0.1 ms on SQLLookup and CodeSandbox) to see which task it draws."""
+    base = env.unwrapped
+    tasks = getattr(base, "tasks", None)
+    if not isinstance(tasks, list | tuple) or not tasks:
+        return []
+    position = {id(task): i for i, task in enumerate(tasks)}
+    facts: list[TaskFacts | None] = []
+    for reset in resets:
+        index = (reset.get("options") or {}).get("task_index")
+        if index is None:
+            try:
+                env.reset(**reset)
+            except Exception:  # the episode itself failed the same way; it has no known task
+                facts.append(None)
+                continue
+            index = position.get(id(getattr(base, "task", None)))
+        if not isinstance(index, int) or not 0 <= index < len(tasks):
+            facts.append(None)
+            continue
+        values = {name: getattr(tasks[index], name, None) for name in TASK_TAGS}
+        facts.append(TaskFacts(index, {k: str(v) for k, v in values.items() if v is not None}))
+    return facts
 
 
 def _plain(value: Any) -> Any:

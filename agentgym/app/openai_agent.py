@@ -347,6 +347,8 @@ class OpenAIAgent:
         """
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, got {concurrency}")
+        if not jobs:
+            return []
         semaphore = asyncio.Semaphore(concurrency)
         idle: list[_EnvWorker] = []
         stopped = False

@@ -10,29 +10,44 @@ A run directory (what ``agentgym eval --out DIR`` writes) holds:
   failed episode that a resumed run played again);
 - ``summary.json`` — the :class:`RunSummary` of the latest record of every episode index.
 
-Everything in the summary except its ``timing`` block is a function of the records sorted by index,
-so the same agent, seed and env version give a byte-identical summary apart from ``timing``.
-:func:`markdown_table` and :func:`plot_success` compare several runs.
+Everything in the summary except its ``timing`` block is a function of the records sorted by index
+(and of the env's task list, for the per-tag breakdown and pass@k), so the same agent, seed and env
+version give a byte-identical summary apart from ``timing``. ``timing`` holds everything volatile: how
+long the run took, when it ran and its :class:`Provenance` (git commit, Python and library versions,
+machine). :func:`markdown_table` and :func:`plot_success` compare several runs.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from collections import Counter
+import platform
+import subprocess
+import sys
+import textwrap
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from importlib import metadata
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, computed_field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, computed_field, model_serializer
 
 from agentgym.core import valid_utf8
 
 __all__ = [
     "EpisodeRecord",
+    "PassAtK",
+    "Provenance",
     "RunConfig",
     "RunSummary",
+    "TagStats",
+    "TaskFacts",
     "Timing",
+    "breakdown_tables",
+    "collect_provenance",
     "compare_runs",
     "error_line",
     "latest_by_index",
@@ -41,9 +56,14 @@ __all__ = [
     "load_summary",
     "markdown_table",
     "mean_interval",
+    "mean_pass_at_k",
+    "pass_at_k",
     "plot_success",
     "run_labels",
+    "run_timing",
+    "success_figure",
     "summarize",
+    "tag_breakdown",
     "wilson_interval",
     "write_json",
 ]
@@ -81,6 +101,18 @@ def mean_interval(values: Sequence[float], z: float = Z95) -> tuple[float, float
         return mean, mean
     s = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
     return mean - z * s / math.sqrt(n), mean + z * s / math.sqrt(n)
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """The unbiased estimate of pass@k from ``n`` samples of one task of which ``c`` succeeded (Chen et al.,
+    2021): the chance that ``k`` of the samples drawn without replacement hold at least one success,
+    ``1 - C(n - c, k) / C(n, k)``. Exact (integer binomials); ``ValueError`` unless ``0 <= c <= n`` and
+    ``1 <= k <= n``."""
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"pass@k needs 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
+    if n - c < k:  # every draw of k samples holds a success
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
 
 
 class EpisodeRecord(BaseModel):
@@ -154,13 +186,167 @@ class RunConfig(BaseModel):
         return None
 
 
+class Provenance(BaseModel):
+    """What software and machine a run ran on (part of :class:`Timing`: it differs between machines, not results).
+
+    ``git_commit`` is the commit of the agentgym checkout the package was imported from, with ``git_dirty``
+    whether tracked files differ from it; both None for an installed package (or without git). ``packages``
+    maps each installed distribution of :data:`PROVENANCE_PACKAGES` to its version (read from its metadata,
+    without importing it). ``gpus`` lists the CUDA devices, if this process had already initialised CUDA.
+    """
+
+    python: str
+    packages: dict[str, str]
+    git_commit: str | None = None
+    git_dirty: bool | None = None
+    platform: str
+    cpu_model: str | None = None
+    cpu_count: int | None = None
+    gpus: list[str] = Field(default_factory=list)
+
+
+PROVENANCE_PACKAGES = ("agentgym-suite", "gymnasium", "numpy", "torch", "transformers", "trl")
+GIT_TIMEOUT_S = 5.0  # a git call answers in ~10 ms; a hung network file system must not hang the run
+
+
+def collect_provenance() -> Provenance:
+    """This process's :class:`Provenance`. Never raises: a fact that cannot be read is left out (None)."""
+    packages = {}
+    for name in PROVENANCE_PACKAGES:
+        try:
+            packages[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    commit, dirty = _git_state(Path(__file__).resolve().parents[2])
+    return Provenance(
+        python=f"{platform.python_implementation()} {platform.python_version()}",
+        packages=packages,
+        git_commit=commit,
+        git_dirty=dirty,
+        platform=platform.platform(),
+        cpu_model=_cpu_model(),
+        cpu_count=os.cpu_count(),
+        gpus=_cuda_devices(),
+    )
+
+
+def _git(root: Path, *args: str) -> str | None:
+    """``git -C root ARGS``'s output, or None if git is missing, fails or hangs. ``GIT_OPTIONAL_LOCKS=0``:
+    ``git status`` must not rewrite the index of a checkout others are working in."""
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(root), *args],
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT_S,
+            env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def _git_state(root: Path) -> tuple[str | None, bool | None]:
+    """The commit and dirtiness of the checkout at ``root`` if ``root`` is the top of one (so a package
+    installed inside some other repository's folder, e.g. a venv in a checkout, reports none)."""
+    if not (root / ".git").exists():
+        return None, None
+    out = _git(root, "rev-parse", "--show-toplevel", "HEAD")
+    lines = out.split() if out else []
+    if len(lines) != 2 or Path(lines[0]).resolve() != root:
+        return None, None
+    status = _git(root, "status", "--porcelain", "--untracked-files=no")
+    return lines[1], None if status is None else bool(status.strip())
+
+
+def _cpu_model() -> str | None:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f.read(1 << 16).splitlines():  # the first processor's block is at the top
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and value.strip():
+                    return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def _cuda_devices() -> list[str]:
+    """CUDA device names, only if this process already initialised CUDA (reading them costs nothing then)."""
+    torch = sys.modules.get("torch")
+    try:
+        if torch is None or not torch.cuda.is_initialized():
+            return []
+        return [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    except Exception:  # a broken driver must not fail a finished run's summary
+        return []
+
+
 class Timing(BaseModel):
-    """How this invocation ran — not part of what it measured, and not reproducible."""
+    """How this invocation ran — when, how fast, on what — not part of what it measured, and not reproducible.
+
+    ``started_at`` and ``finished_at`` are ISO 8601 UTC times; they and ``provenance`` are None in
+    summaries written before they were recorded.
+    """
 
     wall_s: float
     episodes_run: int = Field(description="Episodes played by this invocation (a resumed run skips finished ones).")
     episodes_per_s: float
     concurrency: int
+    started_at: str | None = None
+    finished_at: str | None = None
+    provenance: Provenance | None = None
+
+
+def run_timing(wall_s: float, episodes_run: int, concurrency: int) -> Timing:
+    """The :class:`Timing` of an invocation that just finished after ``wall_s`` seconds, with its provenance."""
+    finished = datetime.now(UTC)
+    return Timing(
+        wall_s=round(wall_s, 4),
+        episodes_run=episodes_run,
+        episodes_per_s=round(episodes_run / wall_s, 4) if wall_s > 0 else math.inf,
+        concurrency=concurrency,
+        started_at=(finished - timedelta(seconds=wall_s)).isoformat(timespec="seconds"),
+        finished_at=finished.isoformat(timespec="seconds"),
+        provenance=collect_provenance(),
+    )
+
+
+@dataclass(frozen=True)
+class TaskFacts:
+    """What an episode's task is: its position in the env's fixed task list, and its tags (e.g.
+    ``{"difficulty": "join"}``). Episodes of one ``task`` are samples of it (pass@k)."""
+
+    task: int | None
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+class TagStats(BaseModel):
+    """Success on the episodes whose task has one tag value, with the 95 % Wilson interval."""
+
+    episodes: int
+    successes: int
+    success_rate: float
+    success_ci95: tuple[float, float]
+
+
+class PassAtK(BaseModel):
+    """pass@k for each k in :data:`PASS_AT_K` up to ``max_samples`` (and ``min_samples``), averaged over the
+    tasks played at least k times (``tasks[k]`` of them; see :func:`pass_at_k`).
+
+    Which tasks were played how often depends only on the seeds, never on outcomes, so each average is an
+    unbiased estimate for the env's tasks; where every task was played ``n`` times, every k uses all of them.
+    """
+
+    min_samples: int
+    max_samples: int
+    values: dict[str, float] = Field(description="k (as text) → mean pass@k over the tasks with at least k samples")
+    tasks: dict[str, int] = Field(description="k (as text) → how many tasks have at least k samples")
+
+
+PASS_AT_K = (1, 2, 5, 10, 20, 50, 100)
+UNTAGGED = "untagged"  # the tag value of an episode whose task lacks the tag
 
 
 class RunSummary(BaseModel):
@@ -197,7 +383,21 @@ class RunSummary(BaseModel):
     completion_tokens: int
     total_tokens: int
     returns: list[float]
+    by_tag: dict[str, dict[str, TagStats]] = Field(
+        default_factory=dict, description="tag name → tag value → success there (absent for untagged envs)"
+    )
+    pass_at_k: PassAtK | None = Field(None, description="When a task was played more than once (sampled agents).")
     timing: Timing | None = None
+
+    @model_serializer(mode="wrap")
+    def _leave_out_empty(self, handler: Any) -> dict[str, Any]:
+        """Leave out ``by_tag`` and ``pass_at_k`` where they say nothing, so an untagged env's summary is
+        byte for byte what it was before they existed."""
+        data = handler(self)
+        for key in ("by_tag", "pass_at_k"):
+            if not data.get(key):
+                data.pop(key, None)
+        return data
 
 
 def latest_by_index(records: Iterable[EpisodeRecord]) -> list[EpisodeRecord]:
@@ -208,11 +408,17 @@ def latest_by_index(records: Iterable[EpisodeRecord]) -> list[EpisodeRecord]:
     return [latest[i] for i in sorted(latest)]
 
 
-def summarize(records: Iterable[EpisodeRecord], config: RunConfig, **meta: Any) -> RunSummary:
+def summarize(
+    records: Iterable[EpisodeRecord],
+    config: RunConfig,
+    tasks: Sequence[TaskFacts | None] | None = None,
+    **meta: Any,
+) -> RunSummary:
     """Summarise the latest record of each index in ``range(config.episodes)``.
 
-    ``meta`` fills the remaining :class:`RunSummary` fields (``env_version``, ``data_checksum``,
-    ``package_version``, ``timing``).
+    ``tasks[i]`` is episode ``i``'s task (None where unknown): it gives the per-tag breakdown
+    (``by_tag``) and, where a task was played more than once, ``pass_at_k``. ``meta`` fills the
+    remaining :class:`RunSummary` fields (``env_version``, ``data_checksum``, ``package_version``, ``timing``).
     """
     eps = [r for r in latest_by_index(records) if r.index < config.episodes]
     n = len(eps)
@@ -246,8 +452,56 @@ def summarize(records: Iterable[EpisodeRecord], config: RunConfig, **meta: Any) 
         completion_tokens=completion,
         total_tokens=prompt + completion,
         returns=returns,
+        by_tag=tag_breakdown(eps, tasks or []),
+        pass_at_k=mean_pass_at_k(eps, tasks or []),
         **meta,
     )
+
+
+def _facts(tasks: Sequence[TaskFacts | None], index: int) -> TaskFacts | None:
+    return tasks[index] if index < len(tasks) else None
+
+
+def tag_breakdown(eps: Sequence[EpisodeRecord], tasks: Sequence[TaskFacts | None]) -> dict[str, dict[str, TagStats]]:
+    """``tag name → tag value → TagStats`` over ``eps`` (sorted by name and value); an episode whose task
+    lacks a tag counts under :data:`UNTAGGED`, so each tag's values add up to all episodes."""
+    facts = [_facts(tasks, r.index) for r in eps]
+    names = sorted({name for f in facts if f is not None for name in f.tags})
+    breakdown: dict[str, dict[str, TagStats]] = {}
+    for name in names:
+        groups: dict[str, list[bool]] = defaultdict(list)
+        for record, f in zip(eps, facts, strict=True):
+            groups[f.tags.get(name, UNTAGGED) if f is not None else UNTAGGED].append(record.success)
+        breakdown[name] = {
+            value: TagStats(
+                episodes=len(wins),
+                successes=sum(wins),
+                success_rate=sum(wins) / len(wins),
+                success_ci95=wilson_interval(sum(wins), len(wins)),
+            )
+            for value, wins in sorted(groups.items())
+        }
+    return breakdown
+
+
+def mean_pass_at_k(eps: Sequence[EpisodeRecord], tasks: Sequence[TaskFacts | None]) -> PassAtK | None:
+    """:class:`PassAtK` over ``eps``, or None unless every episode's task is known and some task was played more
+    than once. A failed episode (``error``) is an unsuccessful sample, as in ``success_rate``."""
+    samples: dict[int, list[bool]] = defaultdict(list)
+    for record in eps:
+        f = _facts(tasks, record.index)
+        if f is None or f.task is None:
+            return None
+        samples[f.task].append(record.success)
+    counts = [len(wins) for wins in samples.values()]
+    if not counts or max(counts) < 2:
+        return None
+    least, most = min(counts), max(counts)
+    values, covered = {}, {}
+    for k in sorted({k for k in PASS_AT_K if k <= most} | {least}):
+        estimates = [pass_at_k(len(wins), sum(wins), k) for wins in samples.values() if len(wins) >= k]
+        values[str(k)], covered[str(k)] = math.fsum(estimates) / len(estimates), len(estimates)
+    return PassAtK(min_samples=least, max_samples=most, values=values, tasks=covered)
 
 
 def error_line(exc: BaseException, limit: int = ERROR_CHARS) -> str:
@@ -405,28 +659,94 @@ def markdown_table(runs: dict[str, RunSummary]) -> str:
             str(s.failures),
         ]
         lines.append("| " + " | ".join(row) + " |")
-    return "\n".join(lines)
+    extra = breakdown_tables(runs)
+    return "\n".join(lines) + (f"\n\n{extra}" if extra else "")
 
 
-def plot_success(runs: dict[str, RunSummary], path: str | Path) -> Path:
-    """A bar chart of each run's success rate with its 95 % Wilson interval as error bars."""
-    from agentgym.trainers.plotting import _pyplot, _save
+def _rate(stats: TagStats) -> str:
+    lo, hi = stats.success_ci95
+    return f"{_pct(stats.success_rate)} [{_pct(lo)}, {_pct(hi)}] n={stats.episodes}"
+
+
+def breakdown_tables(runs: dict[str, RunSummary]) -> str:
+    """Markdown tables of success per tag value (one per tag name, e.g. ``difficulty``; a row per run, a cell
+    ``rate [95% CI] n=episodes``) and of pass@k, for the runs that have them; ``""`` if none has."""
+    blocks = []
+    for name in sorted({name for s in runs.values() for name in s.by_tag}):
+        values = sorted({v for s in runs.values() for v in s.by_tag.get(name, {})})
+        lines = [f"success by {name}:", "", "| run | " + " | ".join(values) + " |", "|" + "---|" * (len(values) + 1)]
+        for label, s in runs.items():
+            if name in s.by_tag:
+                cells = [_rate(s.by_tag[name][v]) if v in s.by_tag[name] else "-" for v in values]
+                lines.append(f"| {label} | " + " | ".join(cells) + " |")
+        blocks.append("\n".join(lines))
+    sampled = {label: s.pass_at_k for label, s in runs.items() if s.pass_at_k is not None}
+    if sampled:
+        ks = sorted({int(k) for p in sampled.values() for k in p.values})
+        head = ["run", "samples per task", *(f"pass@{k}" for k in ks)]
+        lines = ["pass@k (unbiased estimator; in parentheses: tasks with at least k samples):", ""]
+        lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for label, p in sampled.items():
+            spread = str(p.min_samples) if p.min_samples == p.max_samples else f"{p.min_samples}-{p.max_samples}"
+            cells = [f"{_pct(p.values[str(k)])} ({p.tasks[str(k)]})" if str(k) in p.values else "-" for k in ks]
+            lines.append("| " + " | ".join([label, spread, *cells]) + " |")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
+LABEL_CHARS = 44  # a bar's label is wrapped to lines of at most this many characters (~3 inches at 8 pt)
+LABEL_LINE_IN = 0.16  # inches of figure height per label line at 8 pt (with leading), so labels never overlap
+
+
+def _bar_label(label: str, agent: str) -> str:
+    """``label`` and ``agent`` wrapped to :data:`LABEL_CHARS` (long paths and specs broken anywhere)."""
+    lines = textwrap.wrap(label, LABEL_CHARS, break_on_hyphens=False) + textwrap.wrap(
+        agent, LABEL_CHARS, break_on_hyphens=False
+    )
+    return "\n".join(lines or [""])
+
+
+def success_figure(runs: dict[str, RunSummary]) -> Any:
+    """The matplotlib figure of :func:`plot_success`, laid out: one horizontal bar per run (top to bottom
+    in the order given), labelled with the run's label and agent spec.
+
+    Horizontal bars give each label a row as tall as its wrapped lines need, so labels of any length or
+    number never overlap (vertical bars' labels collided once they were wider than a bar slot).
+    """
+    from agentgym.trainers.plotting import _pyplot
 
     plt = _pyplot()
     labels = list(runs)
+    texts = [_bar_label(k, runs[k].agent) for k in labels]
+    heights = [t.count("\n") + 1 for t in texts]
     rates = [runs[k].success_rate for k in labels]
     lower = [r - runs[k].success_ci95[0] for k, r in zip(labels, rates, strict=True)]
     upper = [runs[k].success_ci95[1] - r for k, r in zip(labels, rates, strict=True)]
-    fig, ax = plt.subplots(figsize=(max(4.0, 1.4 * len(labels) + 1.5), 3.8))
-    ax.bar(range(len(labels)), rates, yerr=[lower, upper], capsize=6, color="#4c72b0", alpha=0.85)
-    ax.set_xticks(range(len(labels)))
-    ax.set_xticklabels([f"{k}\n{runs[k].agent}" for k in labels], fontsize=8)
-    ax.set_ylim(0, 1.05)
-    ax.set_ylabel("success rate")
+    centers, top = [], 0.0  # each row is as tall as its label (in lines), plus half a line of gap either side
+    for h in heights:
+        centers.append(top + (h + 1) / 2)
+        top += h + 1
     envs = sorted({f"{s.env_id}{f' ({s.split})' if s.split else ''}" for s in runs.values()})
-    ax.set_title(f"success with 95% Wilson intervals — {', '.join(envs)}", fontsize=9)
-    ax.grid(axis="y", alpha=0.3)
-    return _save(fig, path)
+    title = textwrap.fill(f"success with 95% Wilson intervals — {', '.join(envs)}", 80)
+    fig, ax = plt.subplots(figsize=(7.5, 1.0 + 0.18 * title.count("\n") + LABEL_LINE_IN * max(top, 3)))
+    bar_heights = [0.6 * (h + 1) for h in heights]
+    ax.barh(centers, rates, height=bar_heights, xerr=[lower, upper], capsize=4, color="#4c72b0", alpha=0.85)
+    ax.set_yticks(centers)
+    ax.set_yticklabels(texts, fontsize=8)
+    ax.set_ylim(top, 0)  # the first run at the top
+    ax.set_xlim(0, 1.05)
+    ax.set_xlabel("success rate")
+    ax.set_title(title, fontsize=9)
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def plot_success(runs: dict[str, RunSummary], path: str | Path) -> Path:
+    """A bar chart of each run's success rate with its 95 % Wilson interval as error bars (:func:`success_figure`)."""
+    from agentgym.trainers.plotting import _save
+
+    return _save(success_figure(runs), path)
 
 
 def run_labels(run_dirs: Sequence[str | Path]) -> list[str]:

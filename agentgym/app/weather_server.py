@@ -59,7 +59,9 @@ class WeatherServer(HTTPService):
         *,
         limits: Limits | None = None,
     ) -> None:
-        records = {(city_key(r.city), r.date): r for r in load_snapshot(snapshot or SNAPSHOT_V0)}
+        self.snapshot = Path(snapshot or SNAPSHOT_V0)
+        """The snapshot file served (the shipped ``-v0`` table by default)."""
+        records = {(city_key(r.city), r.date): r for r in load_snapshot(self.snapshot)}
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 (http.server's name)
