@@ -1,0 +1,512 @@
+"""Serve an agentgym env to agent frameworks over MCP (``agentgym serve mcp``), scored like ``agentgym eval``.
+
+A framework that speaks the Model Context Protocol plays an env's frozen task set through this server, and
+the run it plays is written as an ``agentgym eval`` run directory (``run.json``, ``episodes.jsonl``,
+``summary.json``), so ``agentgym report`` compares it with any other agent::
+
+    agentgym serve mcp --env WeatherRun-v0 --split test --out runs/my-agent            # stdio (default)
+    agentgym serve mcp --env WeatherRun-v0 --transport http --port 8765 --token-env MCP_TOKEN
+
+Built on the official ``mcp`` SDK's low-level server (stdio, and streamable HTTP at ``/mcp``).
+
+What the server exposes, and nothing else:
+
+- **tools**: the env's own tools, with their names, descriptions and JSON input schemas
+  (:attr:`agentgym.tools.Tool.parameters_schema`), and one control tool, ``next_task``. A call of an env tool
+  is exactly one ``env.step`` with the call's canonical text (``ToolCall(name, arguments).to_text()``), so
+  parsing, validation, errors and rewards are the env's own: a wrong argument costs what it costs in
+  ``agentgym eval``. Its result is the observation text, and ``structuredContent`` with ``reward``,
+  ``terminated``, ``truncated``, ``success``, ``episode_over``, ``return``, ``turns`` and ``task_index``;
+  the result that ends an episode says the score in words too.
+- **next_task**: starts the next task of the run and returns its first observation (the task, the tool list,
+  the state). Tasks come in a fixed order, ``task_index`` 0 to N-1, reset as ``agentgym eval`` resets them
+  (episode i: ``seed + i`` and ``options={"task_index": i}`` on an env with a task list), so the run is the
+  eval's frozen task set. Calling it before an episode is over ends that episode as played so far
+  (``truncation: "abandoned"``, unsuccessful). After the last task it writes the summary and says so.
+- **the prompt** ``task`` and **the resource** ``agentgym://task``: the current episode's first observation.
+- **the resource** ``agentgym://score``: JSON with the progress (``played``, ``tasks``, ``current``, ``done``)
+  and the summary of the finished episodes in ``agentgym eval``'s format (:class:`~agentgym.app.reports.
+  RunSummary`).
+
+When the last task ends, or the server stops (the stdio client closes the pipe, Ctrl-C, SIGTERM), ``--out``
+gets ``summary.json``; tasks never started count as failed episodes (``error: "NotPlayed: ..."``), so a
+success rate is always over the whole task set. ``episodes.jsonl`` is appended as each episode ends.
+
+Security. The server runs the env in its own process: a CodeSandbox program runs in the same sandbox as in a
+local eval, whoever calls. Over HTTP it binds 127.0.0.1 unless told otherwise (``--host``), with the SDK's
+DNS-rebinding protection on for loopback hosts; ``--token-env VAR`` requires ``Authorization: Bearer
+<the value of VAR>`` on every request, compared in constant time (:func:`hmac.compare_digest`), else 401.
+An HTTP request body is at most :data:`MAX_BODY_BYTES` (413), sessions at most :data:`MAX_HTTP_SESSIONS`, an
+action at most the env's ``max_action_length`` (longer is the env's own invalid action), and an episode
+ends after :data:`MAX_STEPS` calls whatever the env's time limit. Over stdio the client is the process that
+started the server, and trusted as such. The server holds one run: every client connected to it plays the
+same task sequence (connect one framework). It exposes no file, no other env, and no way to choose a task out
+of order or replay one.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import gymnasium as gym
+import mcp_types as types
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+
+import agentgym
+from agentgym.app.evaluation import DEFAULT_EPISODES, _split_kwargs, episode_error, episode_tasks
+from agentgym.app.reports import EpisodeRecord, RunConfig, RunSummary, run_timing, summarize, to_json, write_json
+from agentgym.tools import ToolCall
+
+__all__ = [
+    "MAX_BODY_BYTES",
+    "MAX_HTTP_SESSIONS",
+    "MAX_STEPS",
+    "NOT_PLAYED",
+    "EpisodeHost",
+    "Reply",
+    "bearer_guard",
+    "build_server",
+    "serve_http",
+    "serve_stdio",
+]
+
+NEXT_TASK = "next_task"
+TASK_URI = "agentgym://task"
+SCORE_URI = "agentgym://score"
+MAX_STEPS = 10_000
+"""Calls after which an episode ends (``truncation: "max_steps"``) on an env without a time limit, as
+``agentgym eval``'s policy player caps one; every registered env's own time limit is far below it."""
+MAX_BODY_BYTES = 1 << 20
+"""The largest HTTP request body (413 past it; the SDK's default is 4 MiB). An action is at most 32 768
+characters (``max_action_length``), which JSON escaping makes at most 6 bytes each: 192 KiB, well inside."""
+MAX_HTTP_SESSIONS = 16
+"""MCP sessions open at once over HTTP (the SDK's default is 10 000): a server holds one run, played by one
+framework, so 16 leave room for reconnections and no more."""
+NOT_PLAYED = "NotPlayed: the MCP client ended the run before this task was started"
+
+
+@dataclass
+class Reply:
+    """What a tool call returns: text for the model, data for the program, and whether it is an error."""
+
+    text: str
+    data: dict[str, Any] = field(default_factory=dict)
+    error: bool = False
+
+
+class EpisodeHost:
+    """One env playing a fixed list of episodes, one after another, as a client calls (thread-safe).
+
+    Transport-free: :func:`build_server` puts it behind MCP. ``episodes=None`` plays every task of an env
+    with a task list once (else :data:`~agentgym.app.evaluation.DEFAULT_EPISODES` seeded episodes), exactly
+    the resets ``agentgym eval`` plays; ``out_dir`` gets an eval run directory (refused if it already holds
+    episodes).
+    """
+
+    def __init__(
+        self,
+        env_id: str,
+        *,
+        split: str | None = "test",
+        env_kwargs: dict[str, Any] | None = None,
+        episodes: int | None = None,
+        seed: int = 0,
+        out_dir: str | Path | None = None,
+        transport: str = "stdio",
+    ) -> None:
+        if episodes is not None and episodes < 1:
+            raise ValueError(f"episodes must be at least 1, got {episodes}")
+        kwargs = _split_kwargs(env_id, split, env_kwargs)
+        self.env = gym.make(env_id, disable_env_checker=True, **kwargs)
+        base = self.env.unwrapped
+        self.tools = dict(getattr(base, "tools", {}))
+        if not self.tools:
+            raise ValueError(f"{env_id} is not a tool env: it has no tools to serve")
+        if NEXT_TASK in self.tools:
+            raise ValueError(f"{env_id} has a tool named {NEXT_TASK!r}, the name of the server's control tool")
+        num_tasks = getattr(base, "num_tasks", None)
+        all_tasks = episodes is None and bool(num_tasks)
+        n = num_tasks if all_tasks else (episodes or DEFAULT_EPISODES)
+        self.resets = [{"seed": seed + i, **({"options": {"task_index": i}} if all_tasks else {})} for i in range(n)]
+        self.config = RunConfig(
+            env_id=env_id,
+            env_kwargs=json.loads(json.dumps(kwargs, default=str)),
+            split=kwargs.get("split"),
+            agent="mcp",
+            agent_settings={"transport": transport},
+            seed=seed,
+            episodes=n,
+            all_tasks=all_tasks,
+        )
+        self.out_dir = Path(out_dir) if out_dir is not None else None
+        if self.out_dir is not None:
+            self._prepare_out_dir(self.out_dir)
+        self.records: list[EpisodeRecord] = []
+        self.current: EpisodeRecord | None = None  # the episode in progress
+        self.next_index = 0
+        self.finished = False
+        self.started_at: float | None = None
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ what a client sees
+
+    def mcp_tools(self) -> list[types.Tool]:
+        """The env's tools (name, description, input schema), then ``next_task``."""
+        tools = [
+            types.Tool(name=t.name, description=t.description, input_schema=json.loads(json.dumps(t.parameters_schema)))
+            for t in self.tools.values()
+        ]
+        control = types.Tool(
+            name=NEXT_TASK,
+            description=(
+                f"Start the next task of this run ({self.config.episodes} in all, in order) and return its task, "
+                "tools and state. Call it first, and again after each episode is over."
+            ),
+            input_schema={"type": "object", "properties": {}, "additionalProperties": False},
+        )
+        return [*tools, control]
+
+    def instructions(self) -> str:
+        split = f"{self.config.split} split" if self.config.split else "episodes"
+        return (
+            f"agentgym {self.config.env_id}, {split}: {self.config.episodes} tasks. Call {NEXT_TASK} to start a "
+            f"task, then call the tools until a result says the episode is over, then call {NEXT_TASK} again. "
+            f"{TASK_URI} holds the current task; {SCORE_URI} the score so far."
+        )
+
+    def call(self, name: str, arguments: dict[str, Any] | None) -> Reply:
+        """A tool call by a client: ``next_task``, or one step of the env with the call's canonical text."""
+        with self._lock:
+            if name == NEXT_TASK:
+                return self._next_task()
+            return self._step(name, arguments or {})
+
+    def task_text(self) -> str:
+        """The current episode's first observation (task, tools, state); ValueError if none is in progress."""
+        with self._lock:
+            record = self.current or (self.records[-1] if self.records else None)
+            if record is None or not record.observations:
+                raise ValueError(f"no task has been started: call the {NEXT_TASK} tool")
+            return record.observations[0]
+
+    def score(self) -> dict[str, Any]:
+        """Progress and the summary of the finished episodes (``agentgym eval``'s format; None before any)."""
+        with self._lock:
+            summary = self._summary(self.records) if self.records else None
+            return {
+                "played": len(self.records),
+                "tasks": self.config.episodes,
+                "current": None if self.current is None else self.current.index,
+                "done": self.finished,
+                "summary": None if summary is None else json.loads(to_json(summary)),
+            }
+
+    def finish(self) -> RunSummary:
+        """End the run: the episode in progress as abandoned, unstarted tasks as not played; write the summary.
+        Calling it again returns the same summary."""
+        with self._lock:
+            return self._finish()
+
+    # ------------------------------------------------------------------ the run
+
+    def _next_task(self) -> Reply:
+        if self.current is not None:
+            self._close(truncation="abandoned")
+        if self.finished or self.next_index >= self.config.episodes:
+            summary = self._finish()
+            return Reply(self._done_text(summary), {"done": True, "success_rate": summary.success_rate})
+        if self.started_at is None:
+            self.started_at = time.perf_counter()
+        index = self.next_index
+        self.next_index += 1
+        record = EpisodeRecord(index=index, reset=self.resets[index])
+        try:
+            observation, _ = self.env.reset(**record.reset)
+        except Exception as exc:  # a task that cannot start fails its episode, never the run
+            record.error = episode_error(exc)
+            self.current = record
+            self._close()
+            return Reply(
+                f"Task {index} failed to start ({record.error}); call {NEXT_TASK}.", {"task_index": index}, True
+            )
+        record.observations.append(str(observation))
+        self.current = record
+        head = f"Task {index + 1} of {self.config.episodes} (task_index {index}).\n\n"
+        return Reply(
+            head + str(observation),
+            {"task_index": index, "tasks": self.config.episodes, "observation": str(observation)},
+        )
+
+    def _step(self, name: str, arguments: dict[str, Any]) -> Reply:
+        record = self.current
+        if record is None:
+            what = "every task has been played" if self.finished else "no task is in progress"
+            return Reply(f"{what}: call {NEXT_TASK}.", {"episode_over": True}, True)
+        action = ToolCall(name, arguments).to_text()
+        try:
+            observation, reward, terminated, truncated, info = self.env.step(action)
+            record.step(action, str(observation), float(reward), info)
+        except Exception as exc:  # an env that raises (or pays a non-finite reward) fails this episode
+            record.error = episode_error(exc)
+            self._close()
+            return Reply(
+                f"The env failed ({record.error}); the episode is over. Call {NEXT_TASK}.", {"episode_over": True}, True
+            )
+        over = bool(terminated or truncated) or record.turns >= MAX_STEPS
+        data = {
+            "observation": str(observation),
+            "reward": float(reward),
+            "terminated": bool(terminated),
+            "truncated": bool(truncated),
+            "success": record.success,
+            "episode_over": over,
+            "return": record.total_reward,
+            "turns": record.turns,
+            "task_index": record.index,
+        }
+        text = str(observation)
+        if over:
+            record.terminated = bool(terminated)
+            record.truncation = None if terminated else ("time_limit" if truncated else "max_steps")
+            text += "\n\n" + self._over_text(record)
+            self._close(record.truncation)
+        return Reply(text, data, error=info.get("parse_error") is not None)
+
+    def _over_text(self, record: EpisodeRecord) -> str:
+        outcome = "success" if record.success else "not solved"
+        how = "" if record.truncation is None else f", stopped by the {record.truncation.replace('_', ' ')}"
+        last = record.index + 1 >= self.config.episodes
+        then = "That was the last task: the run is scored." if last else f"Call {NEXT_TASK} for the next task."
+        return (
+            f"Episode over: {outcome}, return {record.total_reward:g} in {record.turns} turns{how} "
+            f"(task {record.index + 1} of {self.config.episodes}). {then}"
+        )
+
+    def _close(self, truncation: str | None = None) -> None:
+        """End the episode in progress and log it; after the last task, finish the run."""
+        record, self.current = self.current, None
+        if record is None:
+            return
+        if record.error is None and not record.terminated and record.truncation is None:
+            record.truncation = truncation or "abandoned"
+        self._log(record)
+        if self.next_index >= self.config.episodes:
+            self._finish()
+
+    def _log(self, record: EpisodeRecord) -> None:
+        self.records.append(record)
+        if self.out_dir is not None:
+            with (self.out_dir / "episodes.jsonl").open("a", encoding="utf-8") as file:
+                file.write(to_json(record) + "\n")
+
+    def _finish(self) -> RunSummary:
+        if self.finished:
+            return self._final
+        if self.current is not None:
+            self.current.truncation = self.current.truncation or "abandoned"
+            self._log(self.current)
+            self.current = None
+        played = len(self.records)
+        for index in range(self.next_index, self.config.episodes):
+            self._log(EpisodeRecord(index=index, reset=self.resets[index], error=NOT_PLAYED))
+        self.next_index = self.config.episodes
+        wall = time.perf_counter() - self.started_at if self.started_at is not None else 0.0
+        tasks = episode_tasks(self.env, self.resets)  # no episode is in progress: it may reset the env to see
+        self._final = self._summary(self.records, tasks, timing=run_timing(wall, played, 1))
+        self.finished = True
+        if self.out_dir is not None:
+            write_json(self.out_dir / "summary.json", self._final)
+        self.env.close()
+        return self._final
+
+    def _summary(self, records: list[EpisodeRecord], tasks: list[Any] | None = None, **meta: Any) -> RunSummary:
+        """``agentgym eval``'s summary of ``records``. ``tasks`` defaults to the task list's facts on an env played
+        by ``task_index`` ([] otherwise: finding a seeded episode's task resets the env, ending the one in play)."""
+        base = self.env.unwrapped
+        if tasks is None:
+            tasks = episode_tasks(self.env, self.resets) if self.config.all_tasks else []
+        return summarize(
+            records,
+            self.config,
+            tasks=tasks,
+            env_version=self.env.spec.version if self.env.spec else None,
+            data_checksum=getattr(base, "data_checksum", None),
+            package_version=agentgym.__version__,
+            **meta,
+        )
+
+    def _done_text(self, summary: RunSummary) -> str:
+        where = f"; summary written to {self.out_dir / 'summary.json'}" if self.out_dir is not None else ""
+        return (
+            f"Every task has been played: success {summary.success_rate:.1%} over {summary.episodes} episodes, "
+            f"mean return {summary.mean_return:g}{where}. Read {SCORE_URI} for the full summary."
+        )
+
+    def _prepare_out_dir(self, out: Path) -> None:
+        out.mkdir(parents=True, exist_ok=True)
+        episodes = out / "episodes.jsonl"
+        if episodes.exists() and episodes.stat().st_size:
+            raise ValueError(f"{out} already holds episodes; choose another --out directory")
+        write_json(out / "run.json", self.config)
+
+
+# ---------------------------------------------------------------------------------------------------- MCP
+
+
+def build_server(host: EpisodeHost) -> Server[Any]:
+    """The MCP server over ``host``: its tools, the ``task`` prompt, and the task and score resources.
+    Env steps run in a worker thread (a CodeSandbox program may take seconds), one at a time."""
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=host.mcp_tools())
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        reply = await anyio.to_thread.run_sync(host.call, params.name, params.arguments)
+        return types.CallToolResult(
+            content=[types.TextContent(text=reply.text)], structured_content=reply.data, is_error=reply.error
+        )
+
+    async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
+        prompt = types.Prompt(name="task", description="The current episode's task, tools and state.")
+        return types.ListPromptsResult(prompts=[prompt])
+
+    async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        if params.name != "task":
+            raise ValueError(f"no prompt {params.name!r}; this server has the prompt 'task'")
+        text = await anyio.to_thread.run_sync(host.task_text)  # waits for a step in progress, off the event loop
+        message = types.PromptMessage(role="user", content=types.TextContent(text=text))
+        return types.GetPromptResult(description=f"{host.config.env_id}: the current task", messages=[message])
+
+    async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
+        return types.ListResourcesResult(
+            resources=[
+                types.Resource(name="task", uri=TASK_URI, mime_type="text/plain", description="The current task."),
+                types.Resource(
+                    name="score", uri=SCORE_URI, mime_type="application/json", description="Progress and summary."
+                ),
+            ]
+        )
+
+    async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        uri = str(params.uri)
+        if uri == TASK_URI:
+            text, mime = await anyio.to_thread.run_sync(host.task_text), "text/plain"
+        elif uri == SCORE_URI:
+            score = await anyio.to_thread.run_sync(host.score)
+            text, mime = json.dumps(score, ensure_ascii=False), "application/json"
+        else:
+            raise ValueError(f"no resource {uri!r}; this server has {TASK_URI} and {SCORE_URI}")
+        return types.ReadResourceResult(contents=[types.TextResourceContents(uri=uri, text=text, mime_type=mime)])
+
+    return Server(
+        "agentgym",
+        version=agentgym.__version__,
+        instructions=host.instructions(),
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_prompts=list_prompts,
+        on_get_prompt=get_prompt,
+        on_list_resources=list_resources,
+        on_read_resource=read_resource,
+    )
+
+
+def _stop_on_sigterm() -> None:
+    """SIGTERM (how the SDK's stdio client stops a server that outlives its pipe) ends the run like Ctrl-C."""
+
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, stop)
+
+
+def serve_stdio(host: EpisodeHost) -> RunSummary:
+    """Serve ``host`` on stdin/stdout until the client closes the pipe; then finish the run (its summary)."""
+    server = build_server(host)
+
+    async def run() -> None:
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+    _stop_on_sigterm()
+    try:
+        anyio.run(run)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        summary = host.finish()
+    return summary
+
+
+Asgi = Callable[..., Any]
+
+
+def bearer_guard(app: Asgi, token: str) -> Asgi:
+    """``app`` behind ``Authorization: Bearer <token>``: any other HTTP request gets 401. The token is compared in
+    constant time (:func:`hmac.compare_digest`: the time taken says nothing about how much of it matched)."""
+    if not token:
+        raise ValueError("the bearer token is empty")
+    expected = token.encode()
+
+    async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] in ("http", "websocket"):
+            given = next((v for k, v in scope.get("headers", []) if k == b"authorization"), b"")
+            scheme, _, credentials = given.partition(b" ")  # the scheme's case does not matter (RFC 9110 11.1)
+            if not (hmac.compare_digest(credentials.strip(), expected) and scheme.lower() == b"bearer"):
+                body = json.dumps({"error": "unauthorized: send Authorization: Bearer <token>"}).encode()
+                headers = [(b"content-type", b"application/json"), (b"www-authenticate", b'Bearer realm="agentgym"')]
+                await send({"type": "http.response.start", "status": 401, "headers": headers})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await app(scope, receive, send)
+
+    return guarded
+
+
+def serve_http(
+    host: EpisodeHost,
+    *,
+    bind: str = "127.0.0.1",
+    port: int = 8000,
+    token: str | None = None,
+    announce: Callable[[str], None] = print,
+) -> RunSummary:
+    """Serve ``host`` over streamable HTTP at ``http://bind:port/mcp`` until Ctrl-C or SIGTERM; then finish the
+    run. ``port=0`` takes a free port; ``announce`` is told the URL once the socket is bound."""
+    import uvicorn
+
+    server = build_server(host)
+    app: Asgi = server.streamable_http_app(
+        host=bind, max_request_body_size=MAX_BODY_BYTES, max_sessions=MAX_HTTP_SESSIONS
+    )
+    if token is not None:
+        app = bearer_guard(app, token)
+    sock = socket.create_server((bind, port))
+    url = f"http://{bind}:{sock.getsockname()[1]}/mcp"
+    if bind not in ("127.0.0.1", "localhost", "::1") and token is None:
+        print(f"warning: {url} is reachable from other machines and has no --token-env", file=sys.stderr)
+    web = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    announce(url)
+    _stop_on_sigterm()  # uvicorn shuts down gracefully on SIGINT/SIGTERM, then re-raises it to the handler before it
+    try:
+        web.run(sockets=[sock])
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sock.close()
+        summary = host.finish()
+    return summary

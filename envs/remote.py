@@ -1,0 +1,452 @@
+"""``agentgym/Remote-v0``: a Gymnasium env that plays an env served by ``agentgym serve env``.
+
+::
+
+    agentgym serve env --env agentgym/CliffWalk-v0 --port 8765          # on the machine the env should run on
+
+    env = gym.make("agentgym/Remote-v0", base_url="http://127.0.0.1:8765", env_id="agentgym/CliffWalk-v0")
+    obs, info = env.reset(seed=0)                                        # the server's env, seeded: same text
+
+It behaves like ``gym.make(env_id)`` on the server's machine: the same spaces (sizes from the server), and the
+same observations, rewards, ``terminated``/``truncated`` and ``info`` for the same seeds and actions (the
+server's env carries its own ``TimeLimit``, so truncation is the server's). ``env_id`` and ``env_kwargs``, when
+given, are checked against what the server serves; a client never chooses kwargs (they can set a sandbox's
+limits), only seeds and ``reset`` options.
+
+Arguments: ``base_url`` (one URL, several as a list or a comma-separated string: this session goes to one of
+them, round-robin per process, and stays there); ``transport`` ``"ws"`` (default: one WebSocket per session,
+the low-latency path) or ``"http"``; ``token_env``: the name of an environment variable holding the server's
+bearer token (the token itself never enters ``gym.make``'s kwargs, which reports record); ``timeout_s``: how
+long one call waits for its answer (a CodeSandbox step can take up to 4 × 5 s); ``retries`` and ``backoff_s``:
+a connection error is retried ``retries`` times after ``backoff_s``, ``2·backoff_s``, … (5 tries over 1.55 s by
+default), then :class:`RemoteEnvUnavailable` is raised. Retrying is safe: every ``reset``/``step`` carries a
+sequence number and the server answers a repeated one from its record instead of stepping twice.
+
+Errors: :class:`RemoteEnvError` (a ``RuntimeError``) for what the server refused, with its one-line reason;
+:class:`RemoteEnvUnavailable` (also a ``ConnectionError``) when no server answers — an infrastructure failure,
+not the agent's.
+
+This module is also the protocol's one definition (:data:`PROTOCOL`, the value codec :func:`encode` /
+:func:`decode`, the request models); the server (:mod:`agentgym.app.env_server`, whose docstring documents
+the messages) imports them from here, so client and server cannot drift.
+
+The value codec. Messages are JSON. ``info`` and ``options`` hold Python values JSON lacks (a parsed call's
+arguments can be a tuple, a set, bytes or a dict with int keys; NaN), so a value JSON cannot carry exactly is
+sent as an object tagged ``"$agentgym"``: ``{"$agentgym": "tuple", "items": [...]}``, likewise ``"set"``,
+``"frozenset"``, ``"dict"`` (``items`` as ``[key, value]`` pairs: non-string keys, or a key named
+``"$agentgym"``), ``"bytes"`` (``base64``), ``"complex"`` (``value: [re, im]``), ``"float"`` (``value``:
+``"nan"``, ``"inf"``, ``"-inf"``), ``"ellipsis"``, ``"ndarray"`` (``dtype``, ``shape``, ``data``; a NumPy scalar
+has shape ``[]``) and, for anything else, ``"repr"`` (``value``: its ``repr``; decoded as that string — the one
+lossy case). Decoding is the exact inverse, so trajectories compare equal with ``==``.
+"""
+
+from __future__ import annotations
+
+import base64
+import hmac
+import itertools
+import json
+import os
+import socket
+import time
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import gymnasium as gym
+import httpx
+import numpy as np
+from gymnasium import spaces
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from agentgym.spaces import AnyText
+
+__all__ = [
+    "PROTOCOL",
+    "RemoteEnv",
+    "RemoteEnvError",
+    "RemoteEnvUnavailable",
+    "ResetRequest",
+    "StepRequest",
+    "decode",
+    "describe_space",
+    "encode",
+    "space_from",
+    "token_matches",
+]
+
+PROTOCOL = "agentgym-env/1"
+"""The protocol's name and major version; a server and a client speak together only when they agree on it."""
+
+API = "/v1"
+"""Every session endpoint lives under this path (``/health`` and ``/metrics`` do not)."""
+
+_TAG = "$agentgym"
+_MAX_DEPTH = 64  # a value nested deeper is refused (JSON from a client is attacker-shaped)
+
+
+class RemoteEnvError(RuntimeError):
+    """The env server refused a call, or answered something this client cannot read; the message says why."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class RemoteEnvUnavailable(RemoteEnvError, ConnectionError):
+    """No env server answered (after the retries): an infrastructure failure, not the agent's."""
+
+
+# ---------------------------------------------------------------------------------------------- the value codec
+
+
+def encode(value: Any, _depth: int = 0) -> Any:
+    """``value`` as JSON-ready data (see the module docstring for the tags); :func:`decode` inverts it."""
+    if _depth > _MAX_DEPTH:
+        raise ValueError(f"a value nested more than {_MAX_DEPTH} deep")
+    if value is None or type(value) in (bool, str, int):
+        return value
+    if isinstance(value, str):  # a str subclass (np.str_) arrives as the str it equals
+        return str(value)
+    if type(value) is float:
+        return value if np.isfinite(value) else {_TAG: "float", "value": repr(value)}
+    if type(value) is list:
+        return [encode(v, _depth + 1) for v in value]
+    if type(value) is dict:
+        if all(type(k) is str for k in value) and _TAG not in value:
+            return {k: encode(v, _depth + 1) for k, v in value.items()}
+        return {_TAG: "dict", "items": [[encode(k, _depth + 1), encode(v, _depth + 1)] for k, v in value.items()]}
+    if type(value) in (tuple, set, frozenset):
+        return {_TAG: type(value).__name__, "items": [encode(v, _depth + 1) for v in value]}
+    if type(value) is bytes:
+        return {_TAG: "bytes", "base64": base64.b64encode(value).decode("ascii")}
+    if type(value) is complex:
+        return {_TAG: "complex", "value": [encode(value.real), encode(value.imag)]}
+    if value is Ellipsis:
+        return {_TAG: "ellipsis"}
+    if isinstance(value, (np.ndarray, np.generic)) and np.asarray(value).dtype.kind in "biufc":
+        array = np.asarray(value)
+        return {_TAG: "ndarray", "dtype": array.dtype.str, "shape": list(array.shape),
+                "data": encode(array.ravel().tolist(), _depth + 1)}  # fmt: skip
+    return {_TAG: "repr", "value": repr(value)}
+
+
+def decode(data: Any, _depth: int = 0) -> Any:
+    """The value :func:`encode` made ``data`` from; ``ValueError`` for data no encoder writes."""
+    if _depth > _MAX_DEPTH:
+        raise ValueError(f"a value nested more than {_MAX_DEPTH} deep")
+    if isinstance(data, list):
+        return [decode(v, _depth + 1) for v in data]
+    if not isinstance(data, dict):
+        return data
+    if _TAG not in data:
+        return {k: decode(v, _depth + 1) for k, v in data.items()}
+    kind = data[_TAG]
+    try:
+        if kind in ("tuple", "set", "frozenset"):
+            return {"tuple": tuple, "set": set, "frozenset": frozenset}[kind](
+                decode(v, _depth + 1) for v in data["items"]
+            )
+        if kind == "dict":
+            return {decode(k, _depth + 1): decode(v, _depth + 1) for k, v in data["items"]}
+        if kind == "bytes":
+            return base64.b64decode(data["base64"], validate=True)
+        if kind == "complex":
+            return complex(*map(float, decode(data["value"], _depth + 1)))
+        if kind == "float":
+            return float(data["value"])
+        if kind == "ellipsis":
+            return Ellipsis
+        if kind == "ndarray":
+            array = np.array(decode(data["data"], _depth + 1), dtype=np.dtype(data["dtype"]))
+            array = array.reshape([int(n) for n in data["shape"]])
+            return array[()] if array.ndim == 0 else array
+        if kind == "repr":
+            return str(data["value"])
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
+        raise ValueError(f"malformed {_TAG} {kind!r} value: {type(exc).__name__}: {exc}") from None
+    raise ValueError(f"unknown {_TAG} tag {str(kind)[:40]!r}")
+
+
+def dumps(message: dict[str, Any]) -> bytes:
+    """A message as UTF-8 JSON (its values already :func:`encode`\\ d)."""
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+
+
+# ---------------------------------------------------------------------------------------------- spaces
+
+
+def describe_space(space: gym.Space) -> dict[str, Any]:
+    """A space as JSON: ``{"type": "AnyText", "min_length", "max_length"}`` or ``{"type": "Discrete", "n",
+    "start"}``; ``ValueError`` for other spaces (the server refuses to serve them)."""
+    if isinstance(space, AnyText):
+        return {"type": "AnyText", "min_length": space.min_length, "max_length": space.max_length}
+    if isinstance(space, spaces.Discrete):
+        return {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
+    raise ValueError(f"cannot serve an env with a {type(space).__name__} space (AnyText and Discrete are served)")
+
+
+def space_from(description: dict[str, Any]) -> gym.Space:
+    """The space :func:`describe_space` described."""
+    if description.get("type") == "AnyText":
+        return AnyText(int(description["max_length"]), min_length=int(description["min_length"]))
+    if description.get("type") == "Discrete":
+        return spaces.Discrete(int(description["n"]), start=int(description["start"]))
+    raise RemoteEnvError(f"the server describes a space this client does not know: {str(description)[:120]}")
+
+
+# ---------------------------------------------------------------------------------------------- requests
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    seq: int | None = Field(default=None, ge=0)
+    """The client's count of calls in this session; a repeated ``seq`` is answered from the record (a retry)."""
+
+
+class ResetRequest(_Request):
+    """``reset``: ``{"seed": int | null, "options": encoded dict | null, "seq": int | null}``."""
+
+    seed: int | None = Field(default=None, ge=0, lt=2**128)
+    options: Any = None
+
+
+class StepRequest(_Request):
+    """``step``: ``{"action": <the action, encoded>, "seq": int | null}`` (a text env's action is a string)."""
+
+    action: Any
+
+
+class CloseRequest(_Request):
+    """``close``: ``{}``."""
+
+
+REQUESTS: dict[str, type[_Request]] = {"reset": ResetRequest, "step": StepRequest, "close": CloseRequest}
+
+
+def parse_request(op: str, body: Any) -> _Request:
+    """The request ``body`` (decoded JSON) for ``op``; ``ValueError`` with a one-line reason if it is malformed."""
+    if not isinstance(body, dict):
+        raise ValueError(f"{op}: the body must be a JSON object, got {type(body).__name__}")
+    try:
+        request = REQUESTS[op].model_validate(body)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "body"
+        raise ValueError(f"{op}: {where}: {first['msg']} ({exc.error_count()} error(s))") from None
+    if isinstance(request, ResetRequest) and request.options is not None:
+        request.options = decode(request.options)
+        if not isinstance(request.options, dict):
+            raise ValueError(f"reset: options must be an object, got {type(request.options).__name__}")
+    if isinstance(request, StepRequest):
+        request.action = decode(request.action)
+    return request
+
+
+def token_matches(header: str | None, token: str) -> bool:
+    """Whether an ``Authorization`` header carries ``Bearer <token>``, compared in constant time."""
+    presented = (header or "").removeprefix("Bearer ").encode("utf-8", "replace")
+    return (header or "").startswith("Bearer ") and hmac.compare_digest(presented, token.encode("utf-8"))
+
+
+# ---------------------------------------------------------------------------------------------- the client
+
+_ROUND_ROBIN = itertools.count()
+
+
+def _urls(base_url: str | Sequence[str]) -> list[str]:
+    urls = [u.strip().rstrip("/") for u in (base_url.split(",") if isinstance(base_url, str) else base_url)]
+    urls = [u for u in urls if u]
+    if not urls or any(not u.startswith(("http://", "https://")) for u in urls):
+        raise ValueError(f"base_url must be one or more http(s):// URLs, got {base_url!r}")
+    return urls
+
+
+class RemoteEnv(gym.Env):
+    """An env served by ``agentgym serve env``, played over HTTP or a WebSocket (see the module docstring)."""
+
+    metadata: dict[str, Any] = {"render_modes": []}
+
+    def __init__(
+        self,
+        base_url: str | Sequence[str],
+        env_id: str | None = None,
+        *,
+        transport: Literal["ws", "http"] = "ws",
+        token_env: str | None = None,
+        timeout_s: float = 60.0,
+        retries: int = 4,
+        backoff_s: float = 0.05,
+        env_kwargs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if transport not in ("ws", "http"):
+            raise ValueError(f"transport must be 'ws' or 'http', got {transport!r}")
+        if retries < 0 or backoff_s < 0 or timeout_s <= 0:
+            raise ValueError("retries and backoff_s must be >= 0 and timeout_s > 0")
+        urls = _urls(base_url)
+        self.base_url = urls[next(_ROUND_ROBIN) % len(urls)]  # sticky: the session lives on this server
+        self.transport, self.timeout_s, self.retries, self.backoff_s = transport, timeout_s, retries, backoff_s
+        headers = {"Content-Type": "application/json"}
+        if token_env is not None:
+            if not os.environ.get(token_env):
+                raise ValueError(f"token_env={token_env!r} names an environment variable that is not set")
+            headers["Authorization"] = f"Bearer {os.environ[token_env]}"
+        self._headers = headers
+        nodelay = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]  # a request's head and body leave at once
+        self._http = httpx.Client(
+            timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 5.0)),
+            headers=headers,
+            transport=httpx.HTTPTransport(socket_options=nodelay),
+        )
+        self._ws: Any = None
+        self._seq = 0
+        self._closed = False
+        created = self._with_retries(lambda: self._http_call("POST", f"{API}/sessions", {"protocol": PROTOCOL}))
+        self.session_id: str = created["session"]
+        self.served_env_id: str = created["env_id"]
+        self._check_served(created, env_id, {**(env_kwargs or {}), **kwargs})
+        self.observation_space = space_from(created["observation_space"])
+        self.action_space = space_from(created["action_space"])
+        self.tools: list[dict[str, Any]] = created["tools"]
+        """The served env's tool schemas (OpenAI-style), as ``info["tools"]`` at reset holds them."""
+        self.max_episode_steps: int | None = created["max_episode_steps"]
+        self.num_tasks: int | None = created["num_tasks"]
+        bounds = created["reward_bounds"]
+        self._reward_bounds = None if bounds is None else (float(bounds[0]), float(bounds[1]))
+        self.success = False
+
+    def _check_served(self, created: dict[str, Any], env_id: str | None, env_kwargs: dict[str, Any]) -> None:
+        served_kwargs = decode(created["env_kwargs"])
+        wrong = None
+        if env_id is not None and env_id != self.served_env_id:
+            wrong = f"it serves {self.served_env_id!r}, not {env_id!r}"
+        elif env_kwargs and env_kwargs != served_kwargs:
+            wrong = f"it serves {self.served_env_id} with env kwargs {served_kwargs}, not {env_kwargs}"
+        if wrong:
+            self.close()
+            raise RemoteEnvError(f"the env server at {self.base_url}: {wrong} (start one with --env/--env-kwargs)")
+
+    def reward_bounds(self) -> tuple[float, float] | None:
+        """The served env's per-step reward bounds (:meth:`agentgym.ToolEnv.reward_bounds`), or None."""
+        return self._reward_bounds
+
+    # ------------------------------------------------------------------ the Gymnasium API
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        super().reset(seed=seed)
+        reply = self._call("reset", {"seed": seed, "options": encode(options)})
+        info = decode(reply["info"])
+        self.success = bool(info.get("success", False))
+        return decode(reply["observation"]), info
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        reply = self._call("step", {"action": encode(action)})
+        info = decode(reply["info"])
+        self.success = bool(info.get("success", False))
+        return decode(reply["observation"]), float(reply["reward"]), reply["terminated"], reply["truncated"], info
+
+    def close(self) -> None:
+        """Close the session on the server (best effort: a server that is gone has nothing to close)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._ws is not None:
+                self._ws.close()
+            if getattr(self, "session_id", None):
+                self._http.delete(f"{self.base_url}{API}/sessions/{self.session_id}", timeout=2.0)
+        except (httpx.HTTPError, OSError):
+            pass
+        finally:
+            self._http.close()
+
+    # ------------------------------------------------------------------ transports
+
+    def _call(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
+        if self._closed:
+            raise RemoteEnvError(f"{op}() on a closed agentgym/Remote-v0 env")
+        self._seq += 1
+        message = {**payload, "seq": self._seq}
+        if self.transport == "http":
+            path = f"{API}/sessions/{self.session_id}/{op}"
+            return self._with_retries(lambda: self._http_call("POST", path, message))
+        return self._with_retries(lambda: self._ws_call({"op": op, **message}))
+
+    def _with_retries(self, call: Any) -> dict[str, Any]:
+        """``call()``, retried after a connection error with exponential backoff; :class:`RemoteEnvUnavailable`
+        once ``retries`` retries have failed."""
+        started = time.monotonic()
+        for attempt in range(self.retries + 1):
+            try:
+                return call()
+            except (httpx.TransportError, OSError, _WSClosed) as exc:
+                if isinstance(exc, httpx.TimeoutException) and not isinstance(exc, httpx.ConnectTimeout):
+                    raise RemoteEnvError(
+                        f"the env server at {self.base_url} gave no answer within {self.timeout_s:g} s (timeout_s)"
+                    ) from None
+                self._drop_ws()
+                if attempt == self.retries:
+                    raise RemoteEnvUnavailable(
+                        f"the env server at {self.base_url} is unreachable: {self.retries + 1} tries over "
+                        f"{time.monotonic() - started:.2f} s failed ({type(exc).__name__}: {str(exc)[:120]})"
+                    ) from None
+                time.sleep(self.backoff_s * 2**attempt)
+        raise AssertionError("unreachable")
+
+    def _http_call(self, method: str, path: str, message: dict[str, Any]) -> dict[str, Any]:
+        response = self._http.request(method, f"{self.base_url}{path}", content=dumps(message))
+        return self._reply(response.status_code, response.content)
+
+    def _ws_call(self, message: dict[str, Any]) -> dict[str, Any]:
+        from websockets.exceptions import ConnectionClosed, InvalidStatus
+        from websockets.sync.client import connect
+
+        if self._ws is None:
+            url = self.base_url.replace("http", "ws", 1) + f"{API}/sessions/{self.session_id}/ws"
+            try:
+                opening = connect(url, additional_headers=self._headers, open_timeout=min(self.timeout_s, 5.0),
+                                  max_size=None, compression=None, ping_interval=None)  # fmt: skip
+                self._ws = opening.__enter__()  # websockets >= 17 wants a context manager; < 17 returns the socket
+            except InvalidStatus as exc:
+                body = exc.response.body or b""
+                return self._reply(exc.response.status_code, body)
+        try:
+            self._ws.send(dumps(message).decode("utf-8"))
+            text = self._ws.recv(timeout=self.timeout_s)
+        except TimeoutError:
+            self._drop_ws()
+            raise RemoteEnvError(
+                f"the env server at {self.base_url} gave no answer within {self.timeout_s:g} s (timeout_s)"
+            ) from None
+        except ConnectionClosed as exc:
+            raise _WSClosed(str(exc)) from None
+        reply = json.loads(text)
+        status = reply.get("error", {}).get("status", 200) if isinstance(reply, dict) else 200
+        return self._reply(status, reply)
+
+    def _drop_ws(self) -> None:
+        if self._ws is not None:
+            try:
+                self._ws.close()
+            except Exception:  # noqa: BLE001 (a dead socket has nothing left to close)
+                pass
+            self._ws = None
+
+    def _reply(self, status: int, body: bytes | dict[str, Any]) -> dict[str, Any]:
+        try:
+            reply = body if isinstance(body, dict) else json.loads(body)
+        except ValueError:
+            reply = {"error": {"message": bytes(body[:200]).decode("utf-8", "replace")}}
+        if status >= 400 or "error" in reply:
+            message = reply.get("error", {}).get("message", "") if isinstance(reply, dict) else str(reply)[:200]
+            raise RemoteEnvError(f"the env server at {self.base_url} answered {status}: {message}", status=status)
+        if reply.get("protocol") != PROTOCOL:
+            raise RemoteEnvError(
+                f"the env server at {self.base_url} speaks {reply.get('protocol')!r}; this client speaks {PROTOCOL!r}"
+            )
+        return reply
+
+
+class _WSClosed(Exception):
+    """The WebSocket closed under a call (retried like a connection error)."""
