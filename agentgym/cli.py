@@ -269,12 +269,18 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         "progress_bar": not args.no_progress,
     }
     if args.suite is not None:
+        if args.env_url:
+            raise ValueError("--env-url plays the one env its servers serve; drop --suite (or --env-url)")
         return _eval_suite(args, common)
-    env_id = args.env or EVAL_ENV
-    _check_env_kwargs(env_id, args.env_kwargs)
-    summary = evaluate_agent(
-        env_id, args.agent, split=args.split, env_kwargs=args.env_kwargs, out_dir=args.out, **common
-    )
+    env_id, env_kwargs, split = args.env or EVAL_ENV, args.env_kwargs, args.split
+    if args.env_url:  # the servers' env, through Remote-v0 sessions spread over the URLs
+        served = {**env_kwargs, **({"split": split} if split else {})}  # checked against what the servers serve
+        env_kwargs = {"base_url": args.env_url, **({"env_id": args.env} if args.env else {})}
+        env_kwargs |= {"env_kwargs": served} if served else {}
+        env_id, split = "agentgym/Remote-v0", None
+    else:
+        _check_env_kwargs(env_id, env_kwargs)
+    summary = evaluate_agent(env_id, args.agent, split=split, env_kwargs=env_kwargs, out_dir=args.out, **common)
     print(summary.model_dump_json(indent=2) if args.json else _summary_table(summary))
     if args.out:
         print(f"wrote {args.out}/: run.json episodes.jsonl summary.json", file=sys.stderr)
@@ -433,11 +439,23 @@ def _cmd_serve_env(args: argparse.Namespace) -> int:
     guard = "bearer token required" if token else "no token"
     print(f"serving {server.env_id} at {server.url} (POST /v1/sessions, WS /v1/sessions/ID/ws; {guard}; "
           f"max {limits.max_sessions} sessions; Ctrl-C stops)", flush=True)  # fmt: skip
+    _stop_on_sigterm()
     try:
         server.serve_forever()
     except KeyboardInterrupt:
         pass
     return 0
+
+
+def _stop_on_sigterm() -> None:
+    """SIGTERM (what ``docker stop``, systemd and Kubernetes send) ends the server like Ctrl-C: uvicorn shuts down
+    gracefully and then re-raises the signal it caught, which by default would kill the process (exit -15)."""
+    import signal
+
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
 
 
 def _cmd_serve_mcp(args: argparse.Namespace) -> int:
@@ -601,6 +619,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--env-kwargs", type=_json_object, default={})
     p.add_argument(
+        "--env-url",
+        metavar="URL,URL,...",
+        help="play the env served by `agentgym serve env` at these URLs (agentgym/Remote-v0 sessions, spread "
+        "round-robin; --concurrency sessions at once); --env, --env-kwargs and --split then only check what is served",
+    )
+    p.add_argument(
         "--agent",
         required=True,
         help="random | oracle | qtable:PATH | torch:PATH | hf:PATH_OR_HUB_ID | openai:MODEL@BASE_URL",
@@ -614,7 +638,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="episode i is reset with seed + i")
     p.add_argument("--out", help="run directory: run.json, episodes.jsonl (appended per episode), summary.json")
     p.add_argument("--resume", action="store_true", help="continue the run in --out; finished episodes are skipped")
-    p.add_argument("--concurrency", type=int, default=8, help="openai: requests in flight; hf: batch size (default 8)")
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        default=8,
+        help="openai: requests in flight; hf: batch size; --env-url: sessions playing at once (default 8)",
+    )
     p.add_argument(
         "--sampling",
         type=_json_object,

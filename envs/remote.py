@@ -22,6 +22,14 @@ a connection error is retried ``retries`` times after ``backoff_s``, ``2·backof
 default), then :class:`RemoteEnvUnavailable` is raised. Retrying is safe: every ``reset``/``step`` carries a
 sequence number and the server answers a repeated one from its record instead of stepping twice.
 
+What trainers and evaluators use besides ``reset``/``step`` comes over the protocol too:
+:meth:`RemoteEnv.observation_parts` (so :func:`agentgym.core.parts_of` and the LLM rollout's summary prompts work
+unchanged), :meth:`~RemoteEnv.task_prompt`, :meth:`~RemoteEnv.tools_prompt`, ``num_tasks``,
+:meth:`~RemoteEnv.reward_bounds`, :meth:`~RemoteEnv.oracle` (the server's oracle, played on the session's
+latest observation) and :meth:`~RemoteEnv.discrete_view` (``view="discrete"``: the server wraps the session's
+env in :class:`~agentgym.wrappers.DiscreteToolActions`, so the spaces are ``Discrete`` and trajectories are those
+of ``as_discrete(gym.make(env_id))``). :class:`RemoteVectorEnv` steps N sessions at once.
+
 Errors: :class:`RemoteEnvError` (a ``RuntimeError``) for what the server refused, with its one-line reason;
 :class:`RemoteEnvUnavailable` (also a ``ConnectionError``) when no server answers — an infrastructure failure,
 not the agent's.
@@ -49,7 +57,8 @@ import json
 import os
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Literal
 
 import gymnasium as gym
@@ -58,6 +67,7 @@ import numpy as np
 from gymnasium import spaces
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from agentgym.core import ObservationParts, Turn
 from agentgym.spaces import AnyText
 
 __all__ = [
@@ -65,6 +75,7 @@ __all__ = [
     "RemoteEnv",
     "RemoteEnvError",
     "RemoteEnvUnavailable",
+    "RemoteVectorEnv",
     "ResetRequest",
     "StepRequest",
     "decode",
@@ -221,7 +232,42 @@ class CloseRequest(_Request):
     """``close``: ``{}``."""
 
 
-REQUESTS: dict[str, type[_Request]] = {"reset": ResetRequest, "step": StepRequest, "close": CloseRequest}
+class OracleRequest(_Request):
+    """``oracle``: ``{"seq": int | null}`` → the served env's oracle's action for the session's latest observation."""
+
+
+REQUESTS: dict[str, type[_Request]] = {
+    "reset": ResetRequest,
+    "step": StepRequest,
+    "close": CloseRequest,
+    "oracle": OracleRequest,
+}
+
+VIEWS = ("text", "discrete")
+"""What a session plays: the env's text spaces, or ``DiscreteToolActions`` over it (chosen when it is created)."""
+
+
+def encode_parts(parts: ObservationParts) -> dict[str, Any]:
+    """:class:`~agentgym.core.ObservationParts` as a reply's ``parts``: ``{"task", "summary", "tools", "turns":
+    [[action, result], ...], "result"}`` (strings or null)."""
+    return {"task": parts.task, "summary": parts.summary, "tools": parts.tools,
+            "turns": [[t.action, t.result] for t in parts.turns], "result": parts.result}  # fmt: skip
+
+
+def decode_parts(data: Any) -> ObservationParts:
+    """The parts :func:`encode_parts` wrote; :class:`RemoteEnvError` for anything else."""
+    try:
+        texts = {k: data[k] for k in ("task", "tools", "result")}
+        if not isinstance(data["summary"], str) or any(
+            v is not None and not isinstance(v, str) for v in texts.values()
+        ):
+            raise TypeError("a part that is not a string")
+        turns = tuple(Turn(str(a), str(r)) for a, r in data["turns"])
+        return ObservationParts(
+            texts["task"], data["summary"], tools=texts["tools"], turns=turns, result=texts["result"]
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise RemoteEnvError(f"the server sent observation parts this client cannot read ({exc})") from None
 
 
 def parse_request(op: str, body: Any) -> _Request:
@@ -277,11 +323,21 @@ class RemoteEnv(gym.Env):
         timeout_s: float = 60.0,
         retries: int = 4,
         backoff_s: float = 0.05,
+        view: Literal["text", "discrete"] = "text",
         env_kwargs: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         if transport not in ("ws", "http"):
             raise ValueError(f"transport must be 'ws' or 'http', got {transport!r}")
+        if view not in VIEWS:
+            raise ValueError(f"view must be 'text' or 'discrete', got {view!r}")
+        self._settings = {"env_id": env_id, "transport": transport, "token_env": token_env, "timeout_s": timeout_s,
+                          "retries": retries, "backoff_s": backoff_s}  # fmt: skip
+        self.view = view
+        self._views: list[RemoteEnv] = []  # the discrete views opened from this env, closed with it
+        self._parts: ObservationParts | None = None
+        self._first_parts: ObservationParts | None = None
+        self._menu: list[str] = []
         if retries < 0 or backoff_s < 0 or timeout_s <= 0:
             raise ValueError("retries and backoff_s must be >= 0 and timeout_s > 0")
         urls = _urls(base_url)
@@ -302,19 +358,28 @@ class RemoteEnv(gym.Env):
         self._ws: Any = None
         self._seq = 0
         self._closed = False
-        created = self._with_retries(lambda: self._http_call("POST", f"{API}/sessions", {"protocol": PROTOCOL}))
+        body = {"protocol": PROTOCOL, **({"view": view} if view != "text" else {})}  # an older server knows no view
+        created = self._with_retries(lambda: self._http_call("POST", f"{API}/sessions", body))
         self.session_id: str = created["session"]
         self.served_env_id: str = created["env_id"]
         self._check_served(created, env_id, {**(env_kwargs or {}), **kwargs})
+        if created.get("view", "text") != view:
+            self.close()
+            raise RemoteEnvError(f"the env server at {self.base_url} does not serve a {view} view (an older server?)")
         self.observation_space = space_from(created["observation_space"])
         self.action_space = space_from(created["action_space"])
         self.tools: list[dict[str, Any]] = created["tools"]
         """The served env's tool schemas (OpenAI-style), as ``info["tools"]`` at reset holds them."""
         self.max_episode_steps: int | None = created["max_episode_steps"]
         self.num_tasks: int | None = created["num_tasks"]
+        self.data_checksum: str | None = created.get("data_checksum")
+        """The served env's frozen-data checksum (reports record it), or None."""
         bounds = created["reward_bounds"]
         self._reward_bounds = None if bounds is None else (float(bounds[0]), float(bounds[1]))
         self.success = False
+        if isinstance(self.observation_space, AnyText):
+            self.max_observation_length = self.observation_space.max_length
+            """The served env's ``max_observation_length`` (the rollout's history budget, as for a ``ToolEnv``)."""
 
     def _check_served(self, created: dict[str, Any], env_id: str | None, env_kwargs: dict[str, Any]) -> None:
         served_kwargs = decode(created["env_kwargs"])
@@ -331,6 +396,41 @@ class RemoteEnv(gym.Env):
         """The served env's per-step reward bounds (:meth:`agentgym.ToolEnv.reward_bounds`), or None."""
         return self._reward_bounds
 
+    def observation_parts(self) -> ObservationParts:
+        """The parts of the latest observation, as the served env's ``observation_parts()`` gave them (so
+        :func:`agentgym.core.parts_of` works on this env as on a local ``ToolEnv``)."""
+        if self._parts is None:
+            raise gym.error.ResetNeeded("call reset() before observation_parts() (a discrete view has no parts)")
+        return self._parts
+
+    def task_prompt(self) -> str:
+        """The episode's instructions (the served env's ``task_prompt()``)."""
+        return self.observation_parts().task or ""
+
+    def tools_prompt(self) -> str:
+        """The tool list and call format (the served env's ``tools_prompt()``, from the episode's first observation)."""
+        self.observation_parts()
+        return (self._first_parts.tools if self._first_parts else None) or ""
+
+    def oracle(self) -> RemoteOracle:
+        """The served env's scripted oracle, asked for each action over the protocol (``eval --agent oracle``)."""
+        if self.view != "text":
+            raise RemoteEnvError("the oracle plays the text view; use the env this discrete view was opened from")
+        return RemoteOracle(self)
+
+    def discrete_view(self) -> RemoteEnv:
+        """A new session on this env's server in ``view="discrete"`` (closed when this env is closed)."""
+        view = RemoteEnv(self.base_url, view="discrete", **self._settings)
+        self._views.append(view)
+        return view
+
+    @property
+    def menu(self) -> list[str]:
+        """Discrete view: the action strings that actions 0..n-1 send now (``DiscreteToolActions.menu``)."""
+        if self.view != "discrete":
+            raise AttributeError("menu: only a discrete view (view='discrete') has an action menu")
+        return list(self._menu)
+
     # ------------------------------------------------------------------ the Gymnasium API
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
@@ -338,19 +438,31 @@ class RemoteEnv(gym.Env):
         reply = self._call("reset", {"seed": seed, "options": encode(options)})
         info = decode(reply["info"])
         self.success = bool(info.get("success", False))
+        self._take_extras(reply)
+        self._first_parts = self._parts
         return decode(reply["observation"]), info
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         reply = self._call("step", {"action": encode(action)})
         info = decode(reply["info"])
         self.success = bool(info.get("success", False))
+        self._take_extras(reply)
         return decode(reply["observation"]), float(reply["reward"]), reply["terminated"], reply["truncated"], info
+
+    def _take_extras(self, reply: dict[str, Any]) -> None:
+        """What a reply carries besides the Gymnasium values: a text view's ``parts``, a discrete view's ``menu``."""
+        parts = reply.get("parts")
+        self._parts = None if parts is None else decode_parts(parts)
+        menu = reply.get("menu")
+        self._menu = [str(a) for a in menu] if isinstance(menu, list) else []
 
     def close(self) -> None:
         """Close the session on the server (best effort: a server that is gone has nothing to close)."""
         if self._closed:
             return
         self._closed = True
+        for view in self._views:
+            view.close()
         try:
             if self._ws is not None:
                 self._ws.close()
@@ -450,3 +562,101 @@ class RemoteEnv(gym.Env):
 
 class _WSClosed(Exception):
     """The WebSocket closed under a call (retried like a connection error)."""
+
+
+class RemoteOracle:
+    """The served env's oracle (:meth:`RemoteEnv.oracle`): ``predict`` asks the server, which plays the oracle of the
+    session's env on the session's latest observation (the one this client just got)."""
+
+    def __init__(self, env: RemoteEnv) -> None:
+        self.env = env
+
+    def predict(self, observation: Any, state: Any = None, deterministic: bool = True) -> tuple[Any, None]:
+        return decode(self.env._call("oracle", {})["action"]), None
+
+
+class _Pending(gym.Wrapper):
+    """A sub-env of :class:`RemoteVectorEnv` whose next ``reset``/``step`` may already be running on a thread: the
+    call then returns that result (the vector env's bookkeeping is ``SyncVectorEnv``'s own)."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.pending: Future | None = None
+
+    def _result(self, call: Callable[[], Any]) -> Any:
+        pending, self.pending = self.pending, None
+        return pending.result() if pending is not None else call()
+
+    def reset(self, **kwargs: Any) -> Any:
+        return self._result(lambda: self.env.reset(**kwargs))
+
+    def step(self, action: Any) -> Any:
+        return self._result(lambda: self.env.step(action))
+
+
+class RemoteVectorEnv(gym.vector.SyncVectorEnv):
+    """``num_envs`` sessions of an ``agentgym serve env`` server (or of several: ``base_url`` as in
+    :class:`RemoteEnv`, sessions spread round-robin), stepped concurrently, one thread per session::
+
+        envs = RemoteVectorEnv("http://127.0.0.1:8765,http://127.0.0.1:8766", "agentgym/CodeSandbox-v0", num_envs=8)
+        observations, infos = envs.reset(seed=0)          # a tuple of 8 texts; seeds 0..7
+        observations, rewards, terminated, truncated, infos = envs.step(actions)
+
+    Its results are those of ``gym.vector.SyncVectorEnv`` over ``num_envs`` local ``gym.make(env_id)`` (same
+    autoreset modes, batched ``infos``), but a step takes as long as the slowest session's step, not their sum.
+    ``kwargs`` go to each :class:`RemoteEnv` (``transport``, ``token_env``, ``view``, ...).
+    """
+
+    def __init__(
+        self,
+        base_url: str | Sequence[str],
+        env_id: str | None = None,
+        num_envs: int = 1,
+        *,
+        autoreset_mode: gym.vector.AutoresetMode | str = gym.vector.AutoresetMode.NEXT_STEP,
+        **kwargs: Any,
+    ) -> None:
+        if num_envs < 1:
+            raise ValueError(f"num_envs must be at least 1, got {num_envs}")
+        urls = _urls(base_url)
+        starts = [urls[i % len(urls)] for i in range(num_envs)]  # spread evenly, whatever the global round-robin
+        makers = [lambda url=url: _Pending(RemoteEnv(url, env_id, **kwargs)) for url in starts]
+        super().__init__(makers, autoreset_mode=autoreset_mode)
+        self._pool = ThreadPoolExecutor(num_envs, thread_name_prefix="agentgym-remote")
+
+    def reset(self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None) -> Any:
+        seeds = [seed + i for i in range(self.num_envs)] if isinstance(seed, int) else seed or [None] * self.num_envs
+        mask = (options or {}).get("reset_mask")
+        rest = {k: v for k, v in (options or {}).items() if k != "reset_mask"} if options is not None else None
+        if len(seeds) == self.num_envs:  # else SyncVectorEnv raises its own error
+            for i, env in enumerate(self.envs):
+                if mask is None or (isinstance(mask, np.ndarray) and mask.shape == (self.num_envs,) and mask[i]):
+                    env.pending = self._pool.submit(env.env.reset, seed=seeds[i], options=rest)
+        return self._collect(lambda: super(RemoteVectorEnv, self).reset(seed=seed, options=options))
+
+    def step(self, actions: Any) -> Any:
+        next_step = self.autoreset_mode == gym.vector.AutoresetMode.NEXT_STEP
+        each = gym.vector.utils.iterate(self.action_space, actions)
+        for i, (env, action) in enumerate(zip(self.envs, each, strict=True)):
+            if next_step and self._autoreset_envs[i]:
+                env.pending = self._pool.submit(env.env.reset)
+            else:
+                env.pending = self._pool.submit(env.env.step, action)
+        # SAME_STEP: SyncVectorEnv then resets the finished sessions itself, one after another
+        return self._collect(lambda: super(RemoteVectorEnv, self).step(actions))
+
+    def _collect(self, call: Callable[[], Any]) -> Any:
+        try:
+            return call()
+        finally:
+            for env in self.envs:
+                if env.pending is not None:  # not consumed (an error on the way): wait for it, drop it
+                    try:
+                        env.pending.result()
+                    except Exception:  # noqa: BLE001 (the error that mattered is already raised)
+                        pass
+                    env.pending = None
+
+    def close_extras(self, **kwargs: Any) -> None:
+        super().close_extras(**kwargs)
+        self._pool.shutdown(wait=True)

@@ -237,3 +237,37 @@ def test_a_client_cannot_change_the_servers_env(cliff):
         gym.make("agentgym/Remote-v0", base_url=cliff.url, env_id="agentgym/SQLLookup-v0")
     with pytest.raises(RemoteEnvError, match="with env kwargs"):
         gym.make("agentgym/Remote-v0", base_url=cliff.url, history=3)
+
+
+def test_the_serve_env_command_starts_answers_and_stops_on_sigterm():
+    import re
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    agentgym_bin = Path(sys.executable).with_name("agentgym")
+    command = [str(agentgym_bin), "serve", "env", "--env", "agentgym/CliffWalk-v0", "--port", "0"]
+    server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = server.stdout.readline()  # printed once the socket is bound
+        url = re.search(r"at (http://127\.0\.0\.1:\d+) ", line).group(1)
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                health = httpx.get(f"{url}/health", timeout=2).json()
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline, "the server never answered /health"
+                time.sleep(0.1)
+        assert health == {"protocol": "agentgym-env/1", "status": "ok", "env_id": "agentgym/CliffWalk-v0"}
+        env = gym.make("agentgym/Remote-v0", base_url=url, env_id="agentgym/CliffWalk-v0")
+        assert env.reset(seed=0) == gym.make("agentgym/CliffWalk-v0").reset(seed=0)
+        env.close()
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=10) == 0
+        assert "Traceback" not in server.stderr.read()
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()

@@ -265,9 +265,10 @@ def test_every_registered_env_states_its_reward_bounds():
     from gymnasium.envs.registration import load_env_creator
 
     from agentgym.core import ToolEnv
+    from agentgym.registration import CLIENT_IDS, ENV_IDS
 
-    ids = [env_id for env_id in gym.registry if env_id.startswith("agentgym/")]
-    assert len(ids) >= 4
+    ids = [env_id for env_id in gym.registry if env_id.startswith("agentgym/") and env_id not in CLIENT_IDS]
+    assert len(ids) >= 4 and set(ids) == set(ENV_IDS)  # every task; agentgym/Remote-v0 reports its server's bounds
     for env_id in ids:
         env_cls = load_env_creator(gym.spec(env_id).entry_point)
         assert issubclass(env_cls, ToolEnv) and env_cls.reward_bounds is not ToolEnv.reward_bounds, env_id

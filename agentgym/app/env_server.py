@@ -12,23 +12,37 @@ also holds the protocol's constants, the value codec for ``info``/``options`` an
 Endpoints (JSON bodies, UTF-8; values in ``observation``, ``info``, ``options`` and ``action`` use the codec):
 
 ===========================================  ===================================================================
-``POST /v1/sessions``                        body ``{"protocol": "agentgym-env/1"}`` (optional) → ``{"protocol",
-                                             "session", "env_id", "env_kwargs", "observation_space",
-                                             "action_space", "tools", "max_episode_steps", "num_tasks",
-                                             "reward_bounds", "idle_timeout_s", "step_timeout_s"}``; 429 when
-                                             ``max_sessions`` are open
+``POST /v1/sessions``                        body ``{"protocol": "agentgym-env/1", "view": "text"|"discrete"}``
+                                             (both optional) → ``{"protocol", "session", "view", "views",
+                                             "env_id", "env_kwargs", "observation_space", "action_space",
+                                             "tools", "max_episode_steps", "num_tasks", "data_checksum",
+                                             "reward_bounds", "idle_timeout_s", "step_timeout_s"}``; 429
+                                             when ``max_sessions`` are open
 ``POST /v1/sessions/{id}/reset``             ``{"seed": int|null, "options": {...}|null, "seq": int|null}`` →
-                                             ``{"protocol", "seq", "observation", "info"}``
+                                             ``{"protocol", "seq", "observation", "info", "parts"|"menu"}``
 ``POST /v1/sessions/{id}/step``              ``{"action": "...", "seq": int|null}`` → ``{"protocol", "seq",
-                                             "observation", "reward", "terminated", "truncated", "info"}``
+                                             "observation", "reward", "terminated", "truncated", "info",
+                                             "parts"|"menu"}``
+``POST /v1/sessions/{id}/oracle``            ``{"seq": int|null}`` → ``{"protocol", "seq", "action"}``: the
+                                             env's ``oracle().predict`` on the session's latest observation
+                                             (text view; one oracle per session, as ``agentgym eval`` keeps one)
 ``DELETE /v1/sessions/{id}``                 → ``{"protocol", "closed": true}``
 ``GET /v1/sessions/{id}/tools``, ``GET /v1/env``  the tool schemas; what the server serves (no session needed)
-``WS /v1/sessions/{id}/ws``                  text frames ``{"op": "reset"|"step"|"close", ...the body above}``,
+``WS /v1/sessions/{id}/ws``                  text frames ``{"op": "reset"|"step"|"oracle"|"close", ...body}``,
                                              each answered by one frame with the HTTP reply's body
 ``GET /health``                              ``{"protocol", "status": "ok", "env_id"}`` (no token needed)
 ``GET /metrics``                             Prometheus text: sessions open, created, refused, reaped; resets,
                                              steps, errors by kind; step seconds
 ===========================================  ===================================================================
+
+Views. A session plays ``"text"`` (default: the env's text spaces) or ``"discrete"`` (the env wrapped in
+:class:`~agentgym.wrappers.DiscreteToolActions`: ``Discrete`` spaces, ``info["text"]``, for tabular and SB3
+learners and ``agentgym eval --agent random``). A text-view reply carries ``parts``, the env's
+:class:`~agentgym.core.ObservationParts` of that observation (``{"task", "summary", "tools", "turns": [[action,
+result], ...], "result"}``: what the LLM rollout builds summary prompts from); a discrete-view reply carries
+``menu``, the action strings actions ``0..n-1`` send next. These fields, ``view``/``views`` and ``oracle`` were
+added within ``agentgym-env/1`` (a client ignores fields it does not know; one asking an older server for a
+discrete view gets the text view's spaces and refuses them), so its version is unchanged.
 
 Every error is ``{"protocol", "error": {"status", "message"}}`` with a one-line message, over HTTP with that
 status and over the WebSocket as a frame (the socket stays open): 400 malformed JSON or a value the env refused
@@ -80,8 +94,19 @@ from fastapi import FastAPI, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import Response
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from agentgym.envs.remote import API, PROTOCOL, describe_space, dumps, encode, parse_request, token_matches
+from agentgym.core import ToolEnv
+from agentgym.envs.remote import (
+    API,
+    PROTOCOL,
+    describe_space,
+    dumps,
+    encode,
+    encode_parts,
+    parse_request,
+    token_matches,
+)
 from agentgym.registration import resolve_env_id
+from agentgym.wrappers import DiscreteToolActions
 
 __all__ = ["EnvServer", "ServerLimits"]
 
@@ -122,9 +147,12 @@ def _error(status: int, message: str) -> dict[str, Any]:
 class _Session:
     """One env on its own thread: :meth:`submit` queues a call of ``fn(env)`` there and returns its future."""
 
-    def __init__(self, session_id: str, make: Callable[[], gym.Env]) -> None:
+    def __init__(self, session_id: str, make: Callable[[], gym.Env], view: str = "text") -> None:
         self.id = session_id
+        self.view = view
         self.env: gym.Env | None = None
+        self.oracle: Any = None  # made on the first oracle call, kept for the session (its episodes share it)
+        self.observation: Any = None  # the latest text observation, what the oracle is asked about
         self.last_used = time.monotonic()
         self.busy = False
         self.last_seq: int | None = None
@@ -182,25 +210,35 @@ class Sessions:
                 "env_kwargs": encode(env_kwargs),
                 "observation_space": describe_space(probe.observation_space),
                 "action_space": describe_space(probe.action_space),
+                "views": ["text", "discrete"] if isinstance(unwrapped, ToolEnv) else ["text"],
                 "tools": [t.schema for t in getattr(unwrapped, "tools", {}).values()],
                 "max_episode_steps": probe.spec.max_episode_steps if probe.spec else None,
                 "num_tasks": getattr(unwrapped, "num_tasks", None),
+                "data_checksum": getattr(unwrapped, "data_checksum", None),
                 "reward_bounds": None if bounds is None else [float(bounds[0]), float(bounds[1])],
                 "idle_timeout_s": limits.idle_timeout_s,
                 "step_timeout_s": limits.step_timeout_s,
             }
+            self.discrete_spaces: dict[str, Any] = {}
+            if isinstance(unwrapped, ToolEnv):
+                view = DiscreteToolActions(probe)
+                self.discrete_spaces = {"observation_space": describe_space(view.observation_space),
+                                        "action_space": describe_space(view.action_space)}  # fmt: skip
         finally:
             probe.close()
 
-    def _make(self) -> gym.Env:
-        return gym.make(self.env_id, **self.env_kwargs)
+    def _make(self, view: str) -> gym.Env:
+        env = gym.make(self.env_id, **self.env_kwargs)
+        return DiscreteToolActions(env) if view == "discrete" else env
 
-    async def create(self) -> dict[str, Any]:
+    async def create(self, view: str = "text") -> dict[str, Any]:
+        if view not in self.description["views"]:
+            raise Problem(422, f"view {str(view)[:40]!r}: this server's sessions play {self.description['views']}")
         in_use = len(self.open) + self.abandoned
         if in_use >= self.limits.max_sessions:
             self.counts["refused"] += 1
             raise Problem(429, f"all {self.limits.max_sessions} sessions are in use (max_sessions); retry later")
-        session = _Session(uuid.uuid4().hex, self._make)
+        session = _Session(uuid.uuid4().hex, lambda: self._make(view), view)
         self.open[session.id] = session
         session.busy = True
         try:
@@ -213,7 +251,8 @@ class Sessions:
         finally:
             session.busy = False
         self.counts["created"] += 1
-        return {"protocol": PROTOCOL, "session": session.id, **self.description}
+        spaces = self.discrete_spaces if view == "discrete" else {}
+        return {"protocol": PROTOCOL, "session": session.id, "view": view, **self.description, **spaces}
 
     def get(self, session_id: str) -> _Session:
         session = self.open.get(session_id)
@@ -243,9 +282,11 @@ class Sessions:
             if request.seq < session.last_seq:
                 raise Problem(409, f"seq {request.seq} is older than this session's last call ({session.last_seq})")
         if op == "reset":
-            fn = _reset(request.seed, request.options)
+            fn = _reset(session, request.seed, request.options)
+        elif op == "oracle":
+            fn = _oracle(session)
         else:
-            fn = _step(request.action)
+            fn = _step(session, request.action)
         session.busy = True
         started = time.monotonic()
         try:
@@ -326,19 +367,42 @@ class Sessions:
         return text
 
 
-def _reset(seed: int | None, options: dict[str, Any] | None) -> Callable[[gym.Env], dict[str, Any]]:
+def _extras(session: _Session, env: gym.Env, observation: Any) -> dict[str, Any]:
+    """A reply's ``parts`` (text view) or ``menu`` (discrete view); remembers the text the oracle is asked about."""
+    if session.view == "discrete":
+        return {"menu": list(env.menu)}
+    session.observation = observation
+    observation_parts = getattr(env.unwrapped, "observation_parts", None)
+    return {"parts": encode_parts(observation_parts()) if callable(observation_parts) else None}
+
+
+def _reset(session: _Session, seed: int | None, options: dict[str, Any] | None) -> Callable[[gym.Env], dict[str, Any]]:
     def run(env: gym.Env) -> dict[str, Any]:
         observation, info = env.reset(seed=seed, options=options)
-        return {"observation": encode(observation), "info": encode(info)}
+        return {"observation": encode(observation), "info": encode(info), **_extras(session, env, observation)}
 
     return run
 
 
-def _step(action: Any) -> Callable[[gym.Env], dict[str, Any]]:
+def _step(session: _Session, action: Any) -> Callable[[gym.Env], dict[str, Any]]:
     def run(env: gym.Env) -> dict[str, Any]:
         observation, reward, terminated, truncated, info = env.step(action)
         return {"observation": encode(observation), "reward": float(reward), "terminated": bool(terminated),
-                "truncated": bool(truncated), "info": encode(info)}  # fmt: skip
+                "truncated": bool(truncated), "info": encode(info), **_extras(session, env, observation)}  # fmt: skip
+
+    return run
+
+
+def _oracle(session: _Session) -> Callable[[gym.Env], dict[str, Any]]:
+    def run(env: gym.Env) -> dict[str, Any]:
+        if session.view != "text" or not callable(getattr(env.unwrapped, "oracle", None)):
+            raise ValueError(f"no oracle here: a {session.view} view of {type(env.unwrapped).__name__}")
+        if session.observation is None:
+            raise gym.error.ResetNeeded("reset the session before asking its oracle")
+        if session.oracle is None:
+            session.oracle = env.unwrapped.oracle()
+        action, _ = session.oracle.predict(session.observation)
+        return {"action": encode(action)}
 
     return run
 
@@ -448,7 +512,9 @@ def build_app(sessions: Sessions, token: str | None = None) -> Any:
         body = await body_of(request)
         if not isinstance(body, dict) or body.get("protocol", PROTOCOL) != PROTOCOL:
             raise Problem(422, f'this server speaks {PROTOCOL!r}; send {{"protocol": "{PROTOCOL}"}} or {{}}')
-        return await sessions.create()
+        if unknown := set(body) - {"protocol", "view"}:
+            raise Problem(422, f"a session is created with protocol and view only, not {sorted(unknown)[0][:40]!r}")
+        return await sessions.create(body.get("view", "text"))
 
     async def session_op(request: Request, session_id: str, op: str) -> dict[str, Any]:
         return await sessions.call(session_id, op, await body_of(request))
@@ -459,8 +525,8 @@ def build_app(sessions: Sessions, token: str | None = None) -> Any:
 
     @app.post(f"{API}/sessions/{{session_id}}/{{op}}")
     async def post_op(request: Request, session_id: str, op: str) -> Response:
-        if op not in ("reset", "step", "close"):
-            return _json(404, _error(404, f"no operation {op[:40]!r}; use reset, step or close"))
+        if op not in ("reset", "step", "oracle", "close"):
+            return _json(404, _error(404, f"no operation {op[:40]!r}; use reset, step, oracle or close"))
         return await answer(session_op(request, session_id, op))
 
     @app.delete(f"{API}/sessions/{{session_id}}")
@@ -507,8 +573,8 @@ def build_app(sessions: Sessions, token: str | None = None) -> Any:
                 message = json.loads(text)
             except (ValueError, RecursionError) as exc:
                 raise Problem(400, f"the message is not JSON: {str(exc)[:120]}") from None
-            if not isinstance(message, dict) or message.get("op") not in ("reset", "step", "close"):
-                raise Problem(422, 'a message is {"op": "reset"|"step"|"close", ...}')
+            if not isinstance(message, dict) or message.get("op") not in ("reset", "step", "oracle", "close"):
+                raise Problem(422, 'a message is {"op": "reset"|"step"|"oracle"|"close", ...}')
             op = message.pop("op")
             return await sessions.call(session_id, op, message)
         except Problem as problem:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -157,7 +158,7 @@ def make_agent(spec: str, env: gym.Env, seed: int | None = None) -> tuple[Any, g
     if kind == "oracle":
         return env.unwrapped.oracle(), env
     if kind == "random":
-        env = as_discrete(env)
+        env = _discrete(env)
         return RandomAgent(env.action_space, seed), env
     if kind == "qtable":
         from agentgym.trainers.tabular import TabularAgent
@@ -175,6 +176,15 @@ def make_agent(spec: str, env: gym.Env, seed: int | None = None) -> tuple[Any, g
         agent = agent_cls.load(arg, env)
         return agent, agent.env
     raise ValueError(f"unknown agent spec {spec!r}; use {AGENT_SPECS}")
+
+
+def _discrete(env: gym.Env) -> gym.Env:
+    """The discrete view of ``env`` (:func:`~agentgym.wrappers.as_discrete`); for an ``agentgym/Remote-v0`` env, a
+    session of the server's in its discrete view (the server wraps its env: same menu, same state keys)."""
+    discrete_view = getattr(env.unwrapped, "discrete_view", None)
+    if callable(discrete_view) and not isinstance(env.action_space, gym.spaces.Discrete):
+        return discrete_view()
+    return as_discrete(env)
 
 
 # ---------------------------------------------------------------------------------------------------- benchmark runs
@@ -224,7 +234,8 @@ class _PolicyPlayer(_Player):
     def play(self, jobs: list[tuple[int, dict[str, Any]]], emit: Callable[[EpisodeRecord], None]) -> None:
         policy, env = self.policy, self.env
         act = (lambda o: policy.predict(o, deterministic=True)[0]) if hasattr(policy, "predict") else policy
-        discrete = env if isinstance(env, DiscreteToolActions) else None
+        remote_view = getattr(env.unwrapped, "view", None) == "discrete"  # a Remote-v0 session's discrete view
+        discrete = env if isinstance(env, DiscreteToolActions) else env.unwrapped if remote_view else None
         for index, reset in jobs:
             if isinstance(policy, RandomAgent):  # each episode's actions depend on its index only (resumable)
                 policy.action_space.seed(reset["seed"])
@@ -235,7 +246,7 @@ class _PolicyPlayer(_Player):
                 record.error = episode_error(exc)
             emit(record)
 
-    def _play_one(self, record: EpisodeRecord, act: Callable[[Any], Any], discrete: DiscreteToolActions | None) -> None:
+    def _play_one(self, record: EpisodeRecord, act: Callable[[Any], Any], discrete: Any) -> None:
         obs, info = self.env.reset(**record.reset)
         record.observations.append(info["text"] if discrete else str(obs))
         for _ in range(self.max_steps):
@@ -248,6 +259,52 @@ class _PolicyPlayer(_Player):
                 record.truncation = None if terminated else "time_limit"
                 return
         record.truncation = "max_steps"
+
+
+class _RemotePolicyPlayer(_Player):
+    """A ``predict`` agent (random, oracle, ...) on an ``agentgym/Remote-v0`` env, ``concurrency`` episodes at once:
+    each worker thread holds its own session (spread over the env's ``base_url`` list) and its own agent, and plays
+    the next job (a random agent is reseeded per episode, so which worker plays an episode changes nothing)."""
+
+    def __init__(self, spec: str, env_factory: Callable[[], gym.Env], seed: int, concurrency: int) -> None:
+        self.spec, self.env_factory, self.seed, self.concurrency = spec, env_factory, seed, concurrency
+        self.settings = {}
+
+    def play(self, jobs: list[tuple[int, dict[str, Any]]], emit: Callable[[EpisodeRecord], None]) -> None:
+        lock, todo, problems = threading.Lock(), iter(list(jobs)), []
+
+        def locked_emit(record: EpisodeRecord) -> None:
+            with lock:
+                emit(record)
+
+        def next_job() -> tuple[int, dict[str, Any]] | None:
+            with lock:
+                return next(todo, None)
+
+        def work() -> None:
+            try:
+                env = self.env_factory()
+            except Exception as exc:  # this worker has no session; the others play its share
+                problems.append(exc)
+                return
+            try:
+                policy, view = make_agent(self.spec, env, seed=self.seed)
+                player = _PolicyPlayer(policy, view)
+                while (job := next_job()) is not None:
+                    player.play([job], locked_emit)
+            except Exception as exc:
+                problems.append(exc)
+            finally:
+                env.close()
+
+        workers = [threading.Thread(target=work, daemon=True) for _ in range(min(self.concurrency, len(jobs)))]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        while (job := next_job()) is not None:  # no worker could play it: failed, with the reason
+            reason = problems[-1] if problems else RuntimeError("no worker could play it")
+            locked_emit(EpisodeRecord(index=job[0], reset=job[1], error=episode_error(reason)))
 
 
 def episode_error(exc: BaseException) -> str:
@@ -393,6 +450,9 @@ def _player(
         return _OpenAIPlayer(config, env_factory, concurrency, seed)
     if sampling:
         raise ValueError(f"sampling settings apply to hf: and openai: agents, not {spec!r}")
+    if concurrency > 1 and callable(getattr(env.unwrapped, "discrete_view", None)):  # a Remote-v0 env
+        make_agent(spec, env, seed=seed)  # a bad spec fails here, before any episode
+        return _RemotePolicyPlayer(spec, env_factory, seed, concurrency)
     policy, view = make_agent(spec, env, seed=seed)
     return _PolicyPlayer(policy, view)
 
