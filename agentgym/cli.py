@@ -310,14 +310,14 @@ def _eval_suite(args: argparse.Namespace, common: dict[str, Any]) -> int:
 
 
 def _suite_ids(text: str) -> list[str] | None:
-    """``--suite``'s value: ``all`` (None: every env at its newest version) or comma-separated ids; an id may
-    leave out the ``agentgym/`` namespace."""
+    """``--suite``'s value: ``all`` (None: every env at its newest version) or comma-separated ids, each read
+    as ``--env`` reads one (:func:`~agentgym.registration.resolve_env_id`: ``CliffWalk-v0`` is enough)."""
     if text == "all":
         return None
     names = [part.strip() for part in text.split(",") if part.strip()]
     if not names:
         raise ValueError("--suite takes 'all' or env ids separated by commas, e.g. CliffWalk-v0,WeatherRun-v0")
-    return [f"agentgym/{n}" if "/" not in n and f"agentgym/{n}" in gym.registry else n for n in names]
+    return [resolve_env_id(name) for name in names]
 
 
 def _headline(s: Any) -> str:

@@ -55,6 +55,7 @@ __all__ = [
     "EvalReport",
     "RandomAgent",
     "default_suite",
+    "eval_split_kwargs",
     "evaluate",
     "evaluate_agent",
     "evaluate_suite",
@@ -506,7 +507,7 @@ def evaluate_agent(
         raise ValueError(f"concurrency must be at least 1, got {concurrency}")
     if resume and out_dir is None:
         raise ValueError("resume needs out_dir, the directory of the run to continue")
-    kwargs = _split_kwargs(env_id, split, env_kwargs)
+    kwargs = eval_split_kwargs(env_id, split, env_kwargs)
     # Gymnasium's passive env checker breaks every step after a reset that raised (gymnasium 1.4), which would
     # fail the episodes after a failed one; the registered envs pass check_env in the tests instead.
     probe = gym.make(env_id, disable_env_checker=True, **kwargs)
@@ -617,7 +618,7 @@ def evaluate_suite(
     return summaries
 
 
-def _split_kwargs(env_id: str, split: str | None, env_kwargs: dict[str, Any] | None) -> dict[str, Any]:
+def eval_split_kwargs(env_id: str, split: str | None, env_kwargs: dict[str, Any] | None) -> dict[str, Any]:
     """``env_kwargs`` with ``split``; an env without splits takes ``"test"`` as its one configuration and
     refuses any other split (it used to ignore them silently)."""
     kwargs = split_kwargs(env_id, split, env_kwargs)
@@ -635,7 +636,7 @@ def _stored_summary(out: Path, fresh: RunSummary) -> RunSummary | None:
         stored = load_summary(out)
     except (OSError, ValueError):
         return None
-    volatile = {"timing", "provenance"}  # how this invocation ran, not what it measured
+    volatile = {"timing"}  # how this invocation ran (wall time, provenance), not what it measured
     same = stored.model_dump(exclude=volatile) == fresh.model_dump(exclude=volatile)
     return stored if same else None
 

@@ -66,7 +66,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
 import agentgym
-from agentgym.app.evaluation import DEFAULT_EPISODES, _split_kwargs, episode_error, episode_tasks
+from agentgym.app.evaluation import DEFAULT_EPISODES, episode_error, episode_tasks, eval_split_kwargs
 from agentgym.app.reports import EpisodeRecord, RunConfig, RunSummary, run_timing, summarize, to_json, write_json
 from agentgym.tools import ToolCall
 
@@ -129,7 +129,7 @@ class EpisodeHost:
     ) -> None:
         if episodes is not None and episodes < 1:
             raise ValueError(f"episodes must be at least 1, got {episodes}")
-        kwargs = _split_kwargs(env_id, split, env_kwargs)
+        kwargs = eval_split_kwargs(env_id, split, env_kwargs)
         self.env = gym.make(env_id, disable_env_checker=True, **kwargs)
         base = self.env.unwrapped
         self.tools = dict(getattr(base, "tools", {}))
