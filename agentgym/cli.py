@@ -268,6 +268,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         "api_key_env": args.api_key_env,
         "progress_bar": not args.no_progress,
     }
+    if args.retry is not None:
+        common |= {"retry": args.retry, "retry_discount": args.retry_discount}
     if args.suite is not None:
         if args.env_url:
             raise ValueError("--env-url plays the one env its servers serve; drop --suite (or --env-url)")
@@ -280,8 +282,21 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         env_id, split = "agentgym/Remote-v0", None
     else:
         _check_env_kwargs(env_id, env_kwargs)
-    summary = evaluate_agent(env_id, args.agent, split=split, env_kwargs=env_kwargs, out_dir=args.out, **common)
+    records: list[Any] = []
+    summary = evaluate_agent(
+        env_id, args.agent, split=split, env_kwargs=env_kwargs, out_dir=args.out, callback=records.append, **common
+    )
     print(summary.model_dump_json(indent=2) if args.json else _summary_table(summary))
+    if args.retry is not None and args.retry > 1:
+        from agentgym.app.evaluation import retry_stats
+
+        if args.out:  # a resumed run: every episode, not only those played now
+            from agentgym.app.reports import load_episodes
+
+            records = load_episodes(Path(args.out) / "episodes.jsonl")
+        stats = retry_stats(records, args.retry, args.retry_discount)
+        within = " · ".join(f"within {k}: {v:.1%}" for k, v in enumerate(stats.success_within, 1))
+        print(f"retry       pass@1 {stats.pass_at_1:.1%} · {within} · {stats.mean_attempts:.2f} attempts")
     if args.out:
         print(f"wrote {args.out}/: run.json episodes.jsonl summary.json", file=sys.stderr)
     return _failure_status([summary], args.max_failures)
@@ -534,8 +549,30 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 def _cmd_audit(args: argparse.Namespace) -> int:
     from agentgym.app.audit import audit_run, format_audit
 
-    report = audit_run(args.run_dir, quantile=args.quantile, top=args.top)
+    if args.max_replays < 0:
+        raise ValueError(f"--max-replays must be at least 0, got {args.max_replays}")
+    report = audit_run(args.run_dir, quantile=args.quantile, top=args.top, max_replays=args.max_replays)
     print(report.model_dump_json(indent=2) if args.json else format_audit(report))
+    return 0
+
+
+def _cmd_data(args: argparse.Namespace) -> int:
+    from agentgym.app.flywheel import DataConfig, build_data, format_report
+
+    config = DataConfig(
+        env_id=args.env,
+        min_reward=args.min_reward,
+        max_turns=args.max_turns,
+        dedupe=not args.no_dedupe,
+        context=args.context,
+        turn_template=args.turn_template,
+        system_prompt=args.system_prompt,
+        pairs_per_task=args.pairs_per_task,
+        min_margin=args.min_margin,
+    )
+    report = build_data(args.episodes, args.out, config)
+    print(report.model_dump_json(indent=2) if args.json else format_report(report))
+    print(f"wrote {args.out}/: sft.jsonl pairs.jsonl report.json report.md", file=sys.stderr)
     return 0
 
 
@@ -642,7 +679,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--concurrency",
         type=int,
         default=8,
-        help="openai: requests in flight; hf: batch size; --env-url: sessions playing at once (default 8)",
+        help="openai: requests in flight; hf: batch size; --env-url: sessions playing at once; CodeSandbox: "
+        "episodes at once, at most one per CPU core (default 8)",
     )
     p.add_argument(
         "--sampling",
@@ -659,6 +697,20 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="exit 0 with up to N episodes failed for an infrastructure reason (default 0; a wrong answer is no "
         "failure)",
+    )
+    p.add_argument(
+        "--retry",
+        type=int,
+        metavar="K",
+        help="retry with reflection: up to K attempts per episode (agentgym.wrappers.Retry); reports pass@1 and "
+        "success within 1..K (also in --out/retry.json)",
+    )
+    p.add_argument(
+        "--retry-discount",
+        type=float,
+        default=0.5,
+        metavar="D",
+        help="--retry: the reward of attempt a is scaled by D^(a-1) (default 0.5)",
     )
     p.add_argument("--json", action="store_true", help="print the whole summary as JSON instead of the table")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
@@ -701,11 +753,49 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=_cmd_demo)
 
     p = sub.add_parser(
+        "data",
+        help="the data flywheel: episodes.jsonl (eval of any agent, or training) -> SFT data, preference pairs, report",
+        description="Turn logged episodes into training data: DIR/sft.jsonl (successful episodes; for train sft "
+        "--set data=...), DIR/pairs.jsonl (same task, better vs worse; for train dpo / reward-model --set data=...) "
+        "and DIR/report.md (what was kept and why). The env of each file comes from the run.json (eval) or "
+        "config.json (training) beside it; training logs are replayed in it for their observations.",
+    )
+    p.add_argument("episodes", nargs="+", metavar="EPISODES.jsonl", help="episodes files (agentgym eval or training)")
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--env", help="the env of files without run settings beside them; keep only this env's episodes")
+    p.add_argument("--min-reward", type=float, help="SFT: keep episodes whose total reward is at least this")
+    p.add_argument("--max-turns", type=int, help="SFT: keep episodes of at most this many actions")
+    p.add_argument("--no-dedupe", action="store_true", help="keep identical examples and pairs")
+    p.add_argument(
+        "--context",
+        choices=["append", "summary"],
+        default="append",
+        help="append: one multi-turn transcript per episode; summary: one example per turn (as context=summary trains)",
+    )
+    p.add_argument(
+        "--turn-template",
+        default="{observation}",
+        help="user messages: {observation}, {summary} (its State: line), {signatures}; the tiny recipe's is "
+        "'{signatures}\\n{summary}' (a \\n here is a newline)",
+    )
+    p.add_argument("--system-prompt", help="a system message before the first user message")
+    p.add_argument("--pairs-per-task", type=int, default=1, help="pairs per task: k-th best vs k-th worst (0: none)")
+    p.add_argument("--min-margin", type=float, default=0.0, help="a pair's rewards must differ by more than this")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(fn=_cmd_data)
+
+    p = sub.add_parser(
         "audit", help="reward-hacking audit: the top-reward training episodes that fail the rules or look odd"
     )
     p.add_argument("run_dir", metavar="RUN_DIR", help="a GRPO/PPO run directory (reads its episodes.jsonl)")
     p.add_argument("--quantile", type=float, default=0.9, help="audit episodes whose reward is at least this quantile")
     p.add_argument("--top", type=int, default=20, help="list at most this many flagged episodes")
+    p.add_argument(
+        "--max-replays",
+        type=int,
+        default=200,
+        help="replay at most this many audited episodes in the run's env (process-reward bound, replay check; 0: none)",
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(fn=_cmd_audit)
     return parser

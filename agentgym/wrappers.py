@@ -1,17 +1,28 @@
-"""Wrappers that give tool envs the spaces classic RL libraries expect."""
+"""Wrappers over tool envs: the spaces classic RL libraries expect (:class:`DiscreteToolActions`), and retry with
+reflection (:class:`Retry`)."""
 
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 from gymnasium import spaces
 
-from agentgym.core import ToolEnv
+from agentgym.core import ToolEnv, parts_of, safe_text
 
-__all__ = ["DiscreteToolActions", "as_discrete", "candidate_state_key", "candidate_state_keys"]
+__all__ = [
+    "RETRY_HEADER",
+    "DiscreteToolActions",
+    "Retry",
+    "as_discrete",
+    "attempts_of",
+    "candidate_state_key",
+    "candidate_state_keys",
+]
 
 
 class DiscreteToolActions(gym.Wrapper[int, int, str, str], gym.utils.RecordConstructorArgs):
@@ -86,3 +97,121 @@ def candidate_state_keys(prefix: str, n: int, outcomes: Sequence[str], final: st
     """Every :func:`candidate_state_key` of ``n`` candidates (``outcomes`` starting with ``"?"``), then ``final``."""
     combos = itertools.product(outcomes, repeat=n)
     return [" · ".join(f"{prefix}{i + 1} {o}" for i, o in enumerate(combo)) for combo in combos] + [final]
+
+
+RETRY_HEADER = "Attempt {failed} of {attempts} failed."
+"""How :class:`Retry` begins the observation that starts a new attempt (``failed`` is the attempt that failed)."""
+
+_RETRY_LINE = re.compile(r"Attempt (\d+) of (\d+) failed\.")
+MAX_FEEDBACK_CHARS = 1_000
+"""The feedback shown before a new attempt is cut to this many characters."""
+
+
+class Retry(gym.Wrapper[str, str, str, str], gym.utils.RecordConstructorArgs):
+    """Retry with reflection: after a failed attempt, the same task again, in the same episode, up to ``attempts``.
+
+    An attempt ends when the wrapped env's episode ends (terminated, or truncated by its time limit). If it did
+    not succeed (``info["success"]`` false) and attempts are left, the wrapped env is reset to the same task (the
+    episode's ``reset`` arguments again; a reset without a seed draws one from the wrapper's generator first, so
+    every attempt replays one task) and the observation is::
+
+        Attempt 1 of 3 failed. Feedback: <what was wrong>
+        Reflect on what went wrong, then try again: the same task starts over.
+
+        <the first observation of the new attempt>
+
+    The feedback is the env's own: ``env.unwrapped.feedback()`` where the task defines it (a sentence on what
+    was wrong that never gives the answer, e.g. WeatherRun), else the result of the attempt's last action and
+    its state summary (what the agent was shown anyway). It is cut to :data:`MAX_FEEDBACK_CHARS` characters. The
+    episode ends at the first success or after the last attempt.
+
+    Reward: an attempt's rewards are held back and paid when the attempt ends — ``δ^(a−1) · R_a`` (``R_a`` the
+    attempt's return in the wrapped env, ``a`` its number, ``δ`` = ``discount``) when the episode ends there,
+    and nothing when it is retried. The episode's return is therefore the final attempt's return discounted by
+    the attempts it took (a first-try success keeps its full reward). ``info["reward_components"]`` holds what is
+    paid, each component discounted alike; ``info["env_reward"]`` the wrapped env's own reward for the step.
+
+    ``info`` also carries ``attempt`` (the attempt this step belongs to; after a retry, the new one), ``attempts``
+    (the limit) and ``success`` (the current attempt's; at the episode's end, whether some attempt succeeded).
+    Evaluation reads the attempt count back from the observations (:func:`attempts_of`): pass@1 is a success
+    in attempt 1, success-within-k a success in any.
+
+    Summary-context prompts (``RolloutConfig(context="summary")``) are built from the wrapped env's observation
+    parts, which do not show the feedback; an LLM sees it in ``context="append"`` (the full observations).
+    """
+
+    def __init__(self, env: gym.Env, attempts: int = 2, discount: float = 0.5) -> None:
+        if not isinstance(attempts, int) or isinstance(attempts, bool) or attempts < 1:
+            raise ValueError(f"attempts must be an int >= 1, got {attempts!r}")
+        if not isinstance(discount, int | float) or not 0 < discount <= 1:
+            raise ValueError(f"discount must be in (0, 1], got {discount!r}")
+        gym.utils.RecordConstructorArgs.__init__(self, attempts=attempts, discount=discount)
+        gym.Wrapper.__init__(self, env)
+        self.attempts, self.discount = attempts, float(discount)
+        self.attempt = 1
+        self._reset_args: dict[str, Any] = {}
+        self._seeds = np.random.default_rng()
+        self._held: dict[str, float] = {}
+        self._success = self._over = False
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        if seed is None:
+            seed = int(self._seeds.integers(2**31))
+        else:
+            self._seeds = np.random.default_rng(seed)
+        self._reset_args = {"seed": seed, "options": options}
+        self.attempt, self._held, self._success, self._over = 1, {}, False, False
+        obs, info = self.env.reset(**self._reset_args)
+        return obs, {**info, "attempt": 1, "attempts": self.attempts}
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        info = {**info, "env_reward": float(reward), "attempts": self.attempts}
+        if self._over:  # a step after the episode's end pays nothing (the wrapped env says it is over)
+            return obs, 0.0, True, False, {**info, "reward_components": {}, "attempt": self.attempt}
+        for name, value in info.get("reward_components", {}).items():
+            self._held[name] = self._held.get(name, 0.0) + float(value)
+        self._success = bool(info.get("success", False))
+        if not (terminated or truncated):
+            return obs, 0.0, False, False, {**info, "reward_components": {}, "attempt": self.attempt}
+        scale = self.discount ** (self.attempt - 1)
+        if self._success or self.attempt >= self.attempts:  # the episode ends: pay this attempt
+            self._over = True
+            paid = {name: scale * value for name, value in self._held.items()}
+            return (
+                obs,
+                float(sum(paid.values())),
+                terminated,
+                truncated,
+                {**info, "reward_components": paid, "attempt": self.attempt},
+            )
+        feedback = self._feedback()
+        failed, self.attempt, self._held = self.attempt, self.attempt + 1, {}
+        first, reset_info = self.env.reset(**self._reset_args)
+        text = (
+            f"{RETRY_HEADER.format(failed=failed, attempts=self.attempts)} Feedback: {feedback}\n"
+            "Reflect on what went wrong, then try again: the same task starts over.\n\n"
+            f"{first}"
+        )
+        limit = getattr(self.observation_space, "max_length", None)
+        if limit is not None and len(text) > limit:
+            text = text[:limit]
+        info = {**info, **reset_info, "reward_components": {}, "attempt": self.attempt, "success": False}
+        return text, 0.0, False, False, info
+
+    def _feedback(self) -> str:
+        """What went wrong in the attempt that just ended: the task's ``feedback()``, else its last result."""
+        feedback = getattr(self.env.unwrapped, "feedback", None)
+        if callable(feedback):
+            text = str(feedback())
+        else:
+            parts = parts_of(self.env)
+            text = f"{parts.result} (state: {parts.summary})" if parts is not None else "the task was not solved."
+        text = safe_text(" ".join(text.split()))
+        return text if len(text) <= MAX_FEEDBACK_CHARS else text[: MAX_FEEDBACK_CHARS - 1] + "…"
+
+
+def attempts_of(observations: Sequence[str]) -> int:
+    """How many attempts an episode played under :class:`Retry`, from its observations: 1 + the observations that
+    begin with :data:`RETRY_HEADER` (only the wrapper writes an observation's first characters)."""
+    return 1 + sum(bool(_RETRY_LINE.match(o)) for o in observations)

@@ -90,9 +90,18 @@ class CodeSandboxEnv(ToolEnv):
 
     ## Rewards (``rewards=`` / :class:`RewardWeights`)
     ``hidden_tests`` (1.0) × the fraction of hidden tests the submission passes; ``test_improvement`` (default 0,
-    a process reward) × each rise of the best visible-test pass fraction the episode's ``run_tests`` calls
-    reached; ``invalid_action`` (default 0) for an unreadable action. The maximum is 1.0 with the defaults.
-    ``info["success"]`` is True after a submission that passes every hidden test.
+    the process reward below under its older component name) × each rise of the best visible-test pass
+    fraction the episode's ``run_tests`` calls reached; ``invalid_action`` (default 0) for an unreadable action.
+    The maximum is 1.0 with the defaults. ``info["success"]`` is True after a submission that passes every hidden
+    test.
+
+    Process reward (``process_reward=p``, default 0: off, and every reward is as without it): a ``run_tests``
+    call pays, in the component ``"process"``, ``p`` × how far it raised the best fraction of visible tests
+    passed so far in the episode (0 → ½ → 1 pays ``p/2`` twice). Repeating a call, a worse or equal result,
+    ``run_python`` and ``submit`` pay nothing, so an episode earns at most ``p`` (``env.unwrapped.process_reward``
+    is that bound). The check is verifiable (the visible tests are judged outside the sandbox like the hidden
+    ones), but code that special-cases the two visible inputs earns it too: keep ``p`` small next to the
+    success reward, which is unchanged (success rates stay comparable).
 
     Test results are judged outside the sandbox: the code's values are sent out as ``repr`` text and compared
     with the expected values there, which never enter the sandbox, so code that patches ``sys.exit``,
@@ -123,7 +132,9 @@ class CodeSandboxEnv(ToolEnv):
     ``split``, ``task_set``, ``tasks_path``, ``tasks_sha256``, ``validate`` (above); ``sandbox`` (a configured
     :class:`~agentgym.envs.sandbox.Sandbox`), or ``layer`` (``"auto"``, ``"bwrap"``, ``"unshare"``), ``allow_unsafe``
     and ``timeout`` (5 s per run) to make one; ``rewards``; ``test_improvement_reward`` (shortcut for
-    ``rewards={"test_improvement": x}``); ``history``; ``render_mode``.
+    ``rewards={"test_improvement": x}``); ``process_reward`` (above); ``warm`` (run code in the sandbox's warm
+    mode: runs fork from a zygote, ~4× the throughput, root only; see :mod:`agentgym.envs.sandbox`); ``history``;
+    ``render_mode``.
 
     ## Episode end
     Terminates on ``submit``; truncates after 10 actions (``max_episode_steps``).
@@ -132,6 +143,9 @@ class CodeSandboxEnv(ToolEnv):
     - v0: initial version.
     - v1: the v1 task set (303 generated problems, 119 in the test split); same tools, rules and reward.
     """
+
+    parallel_episodes = True
+    """Episodes may be played in threads at once (``agentgym eval --concurrency``): the work is in sandbox processes."""
 
     def __init__(
         self,
@@ -147,6 +161,8 @@ class CodeSandboxEnv(ToolEnv):
         timeout: float = 5.0,
         rewards: RewardWeights | dict[str, float] | None = None,
         test_improvement_reward: float | None = None,
+        process_reward: float = 0.0,
+        warm: bool = False,
         history: int = 0,
         render_mode: str | None = None,
     ) -> None:
@@ -156,6 +172,9 @@ class CodeSandboxEnv(ToolEnv):
             weights["test_improvement"] = test_improvement_reward
         self.rewards = RewardWeights.model_validate(weights)
         self.invalid_action_reward = self.rewards.invalid_action
+        if not isinstance(process_reward, int | float) or not 0 <= process_reward < float("inf"):
+            raise ValueError(f"process_reward must be a finite number >= 0 (0: off), got {process_reward!r}")
+        self.process_reward = float(process_reward)
         if split not in ("train", "test", "all"):
             raise ValueError(f"split must be 'train', 'test' or 'all', got {split!r}")
         self.split = split
@@ -168,7 +187,11 @@ class CodeSandboxEnv(ToolEnv):
         if not self.tasks:
             splits = sorted({t.split for t in all_tasks})
             raise ValueError(f"no tasks in split {split!r}; the tasks file has splits {splits} (or use split='all')")
-        self.sandbox = sandbox if sandbox is not None else Sandbox(layer, allow_unsafe=allow_unsafe, timeout=timeout)
+        if sandbox is None:
+            sandbox = Sandbox(layer, allow_unsafe=allow_unsafe, timeout=timeout, warm=warm)
+        elif warm and not sandbox.warm:
+            raise ValueError("warm=True with a cold sandbox: pass Sandbox(..., warm=True) or leave warm out")
+        self.sandbox = sandbox
         if tasks_path is not None if validate is None else validate:  # by default, only your own tasks
             self.validate_tasks()
         short = [t.id for t in self.tasks if len(t.wrong_solutions) < CANDIDATES - 1]
@@ -216,9 +239,12 @@ class CodeSandboxEnv(ToolEnv):
         self.last_error = report.first_error()
         self.outcomes[code.strip()] = "pass" if report.passed == report.total else "fail"
         reward = {}
-        if report.fraction > self.best_visible:
+        rise = report.fraction - self.best_visible
+        if rise > 0:
             if self.rewards.test_improvement:
-                reward["test_improvement"] = self.rewards.test_improvement * (report.fraction - self.best_visible)
+                reward["test_improvement"] = self.rewards.test_improvement * rise
+            if self.process_reward:
+                reward["process"] = self.process_reward * rise
             self.best_visible = report.fraction
         return ToolResult(_format_tests(report), reward)
 
@@ -250,12 +276,12 @@ class CodeSandboxEnv(ToolEnv):
     # ----------------------------------------------------------------- ToolEnv hooks
 
     def reward_bounds(self) -> tuple[float, float]:
-        """Per action: ``test_improvement`` × the rise of the best visible pass fraction (it rises by at most 1
-        in a whole episode, however many calls an action runs) plus, at ``submit``, ``hidden_tests`` × the
-        fraction passed (0 to 1). With the default weights: ``(0, 1)``."""
+        """Per action: ``test_improvement`` + ``process_reward``, times the rise of the best visible pass fraction
+        (it rises by at most 1 in a whole episode, however many calls an action runs) plus, at ``submit``,
+        ``hidden_tests`` × the fraction passed (0 to 1). With the default weights: ``(0, 1)``."""
         w = self.rewards
         low = min(0.0, w.test_improvement) + min(0.0, w.hidden_tests)
-        high = max(0.0, w.test_improvement) + max(0.0, w.hidden_tests)
+        high = max(0.0, w.test_improvement) + self.process_reward + max(0.0, w.hidden_tests)
         return min(low, self.invalid_action_reward), max(high, self.invalid_action_reward)
 
     def _start(self, task: CodeTask) -> None:
@@ -327,6 +353,11 @@ class CodeSandboxEnv(ToolEnv):
 
     def oracle(self) -> CodeOracle:
         return CodeOracle(self.tasks)
+
+    def close(self) -> None:
+        """Stop the sandbox's warm-mode zygotes, if any (the env still works: a later run starts new ones)."""
+        self.sandbox.close()
+        super().close()
 
     def render_text(self) -> str:
         return f"{self.task.id}: {self.summary()}\n"

@@ -14,11 +14,15 @@
 ## Layers (``layer=``, tried in this order by ``"auto"``)
 
 - ``"bwrap"`` (`bubblewrap <https://github.com/containers/bubblewrap>`_, ``apt-get install bubblewrap``): new
-  user, PID, network, IPC, UTS and cgroup namespaces (``--unshare-all``), ``--die-with-parent``,
-  ``--new-session``, no nested user namespaces (bwrap ≥ 0.8); a read-only root holding read-only binds of only what the
-  interpreter needs (its binary and standard library, ``/usr/lib``); a fresh ``/proc``; a minimal, read-only
-  ``/dev``; a tmpfs work dir of ``disk_mb`` at ``/work`` (``/tmp`` points there). No ``/root``, no ``/home``, no
-  ``/etc``. bwrap itself is started with the sandbox's clean environment, so ``/proc/1/environ`` shows nothing else.
+  PID, network, IPC, UTS and cgroup namespaces, ``--die-with-parent``, ``--new-session``, and no new user
+  namespaces; a read-only root holding read-only binds of only what the interpreter needs (its binary and
+  standard library, ``/usr/lib``); a fresh ``/proc``; a minimal, read-only ``/dev``; a tmpfs work dir of
+  ``disk_mb`` at ``/work`` (``/tmp`` points there). No ``/root``, no ``/home``, no ``/etc``. bwrap itself is
+  started with the sandbox's clean environment, so ``/proc/1/environ`` shows nothing else. As root, bwrap runs
+  without a user namespace, keeping only ``CAP_SETUID``/``CAP_SETGID``, with which the runner becomes the run's
+  uid before it reads the code (that clears every capability); the filter refuses new user namespaces. As
+  another user, bwrap adds a user namespace (``--unshare-user``, uid 65534 inside, ``--disable-userns`` on
+  bwrap ≥ 0.8, ``--cap-drop ALL``).
 - ``"unshare"`` (util-linux; root only): the same namespaces without a user namespace, and the same root file
   system, built by :mod:`agentgym.envs.sandbox_inside` as root inside the new namespaces before it drops
   privileges and chroots; its init also enforces the wall-clock limit itself.
@@ -28,16 +32,48 @@
 
 Without bwrap and root, ``"auto"`` raises :class:`SandboxUnavailable` rather than run untrusted code unprotected.
 
+## Warm mode (``warm=True``; root, bwrap or unshare)
+
+Cold, each run starts bwrap (or unshare) and a fresh interpreter. Warm, a **zygote** started once per concurrent
+run (:func:`agentgym.envs.sandbox_inside.serve`: bwrap as root without a user namespace, or the unshare layer's
+root file system, with the runner imported) clones each run into fresh PID, mount and IPC namespaces; the run's
+init unmounts the zygote's ``/proc`` and work dir, mounts a fresh ``/proc`` and an empty tmpfs work dir of its own
+(``disk_mb``, ``WORK_INODES`` inodes, so warm bwrap caps inodes too), keeps only the run's file descriptors,
+becomes a fresh uid, installs the system-call filter (which also refuses new user namespaces) and then runs the
+job exactly as the cold layers do (rlimits, the runner, results judged outside). So:
+
+- nothing one run writes is visible to the next: files die with its tmpfs, its processes with its PID namespace
+  (and its uid is never used again), its memory, environment, modules and signal handlers with its processes
+  (every run is cloned from the same pristine zygote); System V IPC and POSIX queues are refused by the filter;
+- no submitted code or test input ever enters the zygote: it passes the job's file descriptor on unread, and
+  only the run's limits travel in the request;
+- the network namespace is the zygote's (a new one costs ~2 ms a run): it has only a loopback device, the
+  filter allows only Unix sockets, and a zygote serves one run at a time, so a socket (even an abstract one)
+  dies with the run that made it; concurrent runs use different zygotes.
+
+Warm mode needs root (each run needs a uid of its own, which a zygote in bwrap's user namespace, with one mapped
+uid, cannot give); without root ``Sandbox(warm=True)`` raises :class:`SandboxUnavailable`. :meth:`Sandbox.close`
+(or ``with Sandbox(...) as box``) stops the idle zygotes; they also exit with the harness.
+
+## Speed
+
+Measured in one interleaved run by ``benchmarks/sandbox_latency.py`` (which times the floor itself: bwrap with the
+same binds around ``python -I -S -c "print(1)"``; ``--profile`` splits a cold run into its phases): the
+runner starts from a code object compiled once per interpreter (compiling it took ~5 ms a run) read from a sealed
+memory file, imports only built-in modules and ``resource``, and the cold bwrap layer as root needs no user
+namespace nor ``setpriv``; warm runs skip bwrap and the interpreter's start altogether.
+
 ## Always
 
 - **An unprivileged uid.** Run as root, the sandbox drops to a fresh uid per run (``UID_BASE`` + random, an
-  id no account uses), so ``RLIMIT_NPROC`` bites and nothing else on the machine can be signalled. In the
+  id no account uses), so ``RLIMIT_NPROC`` bites and nothing else on the machine can be signalled (``setpriv``
+  starts the unsafe layer's process as that uid: ``Popen(user=...)`` cannot use ``vfork``). In the
   isolating layers the PID namespace ends every process the code started (even ``setsid()`` ones) when the
   program ends; without one (``unsafe``) they are found by uid and killed after the run. (As another user,
   the sandbox runs as that user and relies on the PID namespace alone.)
 - **rlimits** (:class:`SandboxLimits`): address space, CPU time, file size, open files, processes (threads
   count), pending signals, no core dumps. Set inside the sandbox, after the uid change, so each run has a process
-  budget of its own (its own user namespace with bwrap, its own uid otherwise).
+  budget of its own (its own uid as root, its own user namespace with bwrap otherwise).
 - **A system-call filter** (seccomp, classic BPF built by :func:`seccomp_filter`; x86-64 and arm64), installed
   on every layer before the code starts. It refuses what would hold memory outside ``RLIMIT_AS`` or leave kernel
   objects behind after the run: ``memfd_create`` and ``memfd_secret``; the kernel keyring (``add_key``,
@@ -94,6 +130,7 @@ any file the uid can, including a task file's expected values, so its scores mea
 from __future__ import annotations
 
 import ast
+import fcntl
 import functools
 import marshal
 import math
@@ -101,16 +138,20 @@ import os
 import platform
 import re
 import secrets
+import select
 import selectors
 import shutil
 import signal
+import socket
 import stat
 import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import warnings
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -173,7 +214,10 @@ _RECORD = re.compile(rf"\{{{_FIELD}(?:, {_FIELD}){{0,7}}\}}")
 int, None or a boolean. Only a line of this shape is parsed."""
 
 _SOURCE = (Path(__file__).parent / "sandbox_inside.py").read_text(encoding="utf-8")
-_INTERPRETER = "-S", "-B", "-c", _SOURCE
+_BOOT = "import marshal,os;c=os.pread({fd},{size},0);os.close({fd});exec(marshal.loads(c))"
+"""How the sandbox's interpreter starts the runner: from its code object, compiled once per interpreter by that
+interpreter (:func:`_inspect_python`) and read from a sealed memory file (:func:`_runner_file`) that every run
+inherits, so no run compiles the runner (~5 ms a run) or parses it from its command line (~2 ms for 44 kB)."""
 _GRACE = 0.2  # seconds to wait for output after the main process exits, while a leftover holds the pipes
 _SIGNALS = {int(s): s.name for s in signal.Signals}
 
@@ -436,6 +480,8 @@ _DENIED = {  # name: (x86_64, aarch64) numbers, from <asm/unistd_64.h> and <asm-
     "bpf": (321, 280), "perf_event_open": (298, 241), "userfaultfd": (323, 282),
 }  # fmt: skip
 _ARGUMENT_CHECKED = {"socket": (41, 198), "setsockopt": (54, 208), "fcntl": (72, 25)}
+_NAMESPACE_CALLS = {"clone": (56, 220), "unshare": (272, 97), "clone3": (435, 435)}
+_CLONE_NEWUSER = 0x10000000
 _X32_BIT = 0x40000000  # x86-64: the x32 ABI's system calls (the same numbers with this bit set)
 _AF_UNIX, _SOL_SOCKET, _F_SETPIPE_SZ = 1, 1, 1031
 _BUFFER_OPTIONS = (7, 8, 32, 33)  # SO_SNDBUF, SO_RCVBUF, SO_SNDBUFFORCE, SO_RCVBUFFORCE
@@ -449,17 +495,22 @@ def _argument(i: int) -> int:
     return 16 + 8 * i
 
 
-@functools.lru_cache(maxsize=4)
-def seccomp_filter(machine: str | None = None, *, sockets: bool = False) -> bytes:
+@functools.lru_cache(maxsize=8)
+def seccomp_filter(machine: str | None = None, *, sockets: bool = False, user_namespaces: bool = True) -> bytes:
     """The sandbox's system-call filter as a classic BPF program (``struct sock_filter[]``), for bwrap's
     ``--seccomp`` or ``prctl(PR_SET_SECCOMP)``: the calls listed in the module docstring fail, everything else is
     allowed. ``machine`` defaults to this one (``x86_64`` or ``aarch64``); ``sockets=True`` leaves socket families
-    alone (the ``unsafe`` layer, which shares the host's network). A call from another ABI (x32, i386) fails."""
+    alone (the ``unsafe`` layer, which shares the host's network). ``user_namespaces=False`` also refuses a new
+    user namespace (``clone``/``unshare`` with ``CLONE_NEWUSER`` fail with ``EPERM``; ``clone3``, whose flags a
+    filter cannot read, with ``ENOSYS``, so the C library falls back to ``clone``): warm runs need it, as neither
+    bwrap's ``--disable-userns`` nor the ``unshare`` layer's chroot is there. A call from another ABI (x32,
+    i386) fails."""
     machine = machine or platform.machine()
     if machine not in _AUDIT_ARCH:
         raise SandboxUnavailable(f"no system-call filter for {machine!r} (supported: {', '.join(_AUDIT_ARCH)})")
     column = list(_AUDIT_ARCH).index(machine)
-    nr = {name: numbers[column] for name, numbers in {**_DENIED, **_ARGUMENT_CHECKED}.items()}
+    table = {**_DENIED, **_ARGUMENT_CHECKED, **_NAMESPACE_CALLS}
+    nr = {name: numbers[column] for name, numbers in table.items()}
     # (opcode, k, jump if true, jump if false): jumps are labels, resolved to offsets below
     program: list[tuple[int, int, str | None, str | None] | str] = [
         (_LD, _ARCH, None, None),
@@ -469,6 +520,9 @@ def seccomp_filter(machine: str | None = None, *, sockets: bool = False) -> byte
     if machine == "x86_64":
         program.append((_JSET, _X32_BIT, "nosys", None))
     program += [(_JEQ, nr[name], "nosys", None) for name in _DENIED if nr[name] is not None]
+    if not user_namespaces:
+        program += [(_JEQ, nr["clone3"], "nosys", None)]
+        program += [(_JEQ, nr["clone"], "namespace", None), (_JEQ, nr["unshare"], "namespace", None)]
     if not sockets:
         program.append((_JEQ, nr["socket"], "socket", None))
     program += [(_JEQ, nr["setsockopt"], "setsockopt", None), (_JEQ, nr["fcntl"], "fcntl", None)]
@@ -478,6 +532,8 @@ def seccomp_filter(machine: str | None = None, *, sockets: bool = False) -> byte
     program += [(_LD, _argument(2), None, None)] + [(_JEQ, option, "perm", None) for option in _BUFFER_OPTIONS]
     program += [(_RET, _ALLOW, None, None)]
     program += ["fcntl", (_LD, _argument(1), None, None), (_JEQ, _F_SETPIPE_SZ, "perm", "allow")]
+    if not user_namespaces:
+        program += ["namespace", (_LD, _argument(0), None, None), (_JSET, _CLONE_NEWUSER, "perm", "allow")]
     program += ["allow", (_RET, _ALLOW, None, None), "nosys", (_RET, _ERRNO | _ENOSYS, None, None)]
     program += ["perm", (_RET, _ERRNO | _EPERM, None, None), "afnosupport", (_RET, _ERRNO | _EAFNOSUPPORT, None, None)]
     return _assemble(program)
@@ -514,6 +570,26 @@ class _Python:
     executable: str
     binds: tuple[tuple[str, str, str], ...]  # (kind, source, target): kind "dir", "file" or "symlink"
     version: str
+    runner: str = field(repr=False, default="")
+    """The runner (``sandbox_inside``) as a marshal-ed code object of this interpreter, in hex."""
+
+    def command(self, *args: str) -> tuple[list[str], int]:
+        """The command line that starts the runner with ``args`` (``sys.argv[1:]`` inside), and the file
+        descriptor the process must inherit (it holds the runner)."""
+        fd, size = _runner_file(self.runner)
+        return [self.executable, "-S", "-B", "-c", _BOOT.format(fd=fd, size=size), *args], fd
+
+
+@functools.lru_cache(maxsize=8)
+def _runner_file(runner: str) -> tuple[int, int]:
+    """A memory file holding ``runner`` (hex of a code object), sealed so that no run can change what the next
+    one starts from; kept open (close-on-exec) for the life of this process."""
+    data = bytes.fromhex(runner)
+    fd = os.memfd_create("agentgym-runner", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    os.write(fd, data)
+    seals = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
+    return fd, len(data)
 
 
 def _usable_by_others(path: str) -> bool:
@@ -550,16 +626,17 @@ def _inspect_python(requested: str | None) -> _Python:
                     executable,
                     "-S",
                     "-c",
-                    "import sys, sysconfig; print(sysconfig.get_paths()['stdlib']); "
-                    "print('%d.%d' % sys.version_info[:2])",
+                    "import marshal, sys, sysconfig; print(sysconfig.get_paths()['stdlib']); "
+                    "print('%d.%d' % sys.version_info[:2]); "
+                    "print(marshal.dumps(compile(sys.stdin.read(), 'sandbox_inside.py', 'exec')).hex())",
                 ],  # fmt: skip
                 capture_output=True,
                 text=True,
                 timeout=30,
                 env=SANDBOX_ENV,
-                stdin=subprocess.DEVNULL,
+                input=_SOURCE,
             )
-            stdlib, version = out.stdout.split()
+            stdlib, version, runner = out.stdout.split()
         except (OSError, ValueError, subprocess.SubprocessError) as exc:
             problems.append(f"{candidate}: could not be run ({exc})")
             continue
@@ -569,7 +646,7 @@ def _inspect_python(requested: str | None) -> _Python:
         if dropping and not (_usable_by_others(executable) and _usable_by_others(stdlib)):
             problems.append(f"{candidate}: an unprivileged uid cannot read it (a parent directory is private)")
             continue
-        return _Python(executable, _binds(executable, os.path.realpath(stdlib)), version)
+        return _Python(executable, _binds(executable, os.path.realpath(stdlib)), version, runner)
     raise SandboxUnavailable(
         "no Python interpreter the sandbox can use: " + "; ".join(problems) + ". Pass python='/path/to/python3' "
         "(readable by all users when agentgym runs as root, since sandboxed code runs as an unprivileged uid)."
@@ -660,8 +737,11 @@ class Sandbox:
         uid: the uid to run as when agentgym runs as root (default: a fresh one per run).
         limits: a :class:`SandboxLimits` or dict; keyword arguments (``timeout=2``, ``memory_mb=256`` …)
             override single fields.
+        warm: run each job from a zygote instead of a fresh interpreter (see "Warm mode" in the module
+            docstring); needs root and an isolating layer. :meth:`close` (or ``with``) stops the zygotes.
 
-    Thread-safe: runs share nothing but configuration, so several threads may run code at once.
+    Thread-safe: runs share nothing but configuration, so several threads may run code at once (in warm mode
+    each concurrent run has a zygote of its own).
     """
 
     def __init__(
@@ -672,6 +752,7 @@ class Sandbox:
         python: str | None = None,
         uid: int | None = None,
         limits: SandboxLimits | dict[str, Any] | None = None,
+        warm: bool = False,
         _checked: bool = False,
         **limit_overrides: Any,
     ) -> None:
@@ -689,6 +770,21 @@ class Sandbox:
         if not _checked:
             layer = self._choose(layer, allow_unsafe)
         self.layer = layer
+        if warm and layer == "unsafe":
+            raise ValueError("warm mode needs an isolating layer (bwrap or unshare), not 'unsafe'")
+        if warm and os.geteuid() != 0:
+            raise SandboxUnavailable(
+                "warm mode needs root: each run gets a uid of its own, which a zygote in bwrap's user namespace "
+                "(one mapped uid) cannot give it; use the cold mode (warm=False)"
+            )
+        if warm and layer == "bwrap" and not _root_bwrap_works(self.python):
+            raise SandboxUnavailable(
+                "warm bwrap needs bwrap to build the sandbox as root without a user namespace, which this machine "
+                "refuses (no CAP_SYS_ADMIN?); use layer='unshare' or warm=False"
+            )
+        self.warm = bool(warm)
+        self._idle: list[_Zygote] = []
+        self._pool_lock = threading.Lock()
         if layer == "unsafe" and not _checked:
             warnings.warn(_UNSAFE_WARNING, RuntimeWarning, stacklevel=2)
 
@@ -712,7 +808,8 @@ class Sandbox:
         )
 
     def __repr__(self) -> str:
-        return f"Sandbox(layer={self.layer!r}, python={self.python.executable!r}, timeout={self.limits.timeout})"
+        warm = ", warm=True" if self.warm else ""
+        return f"Sandbox(layer={self.layer!r}{warm}, python={self.python.executable!r}, timeout={self.limits.timeout})"
 
     @property
     def isolated(self) -> bool:
@@ -775,6 +872,8 @@ class Sandbox:
             job["seccomp"] = seccomp_filter(sockets=True)
         records_wanted = len(job["calls"]) + 3  # a record per call, an error, "done", one spare
         uid = self._run_uid()
+        if self.layer == "bwrap" and not self.warm and self._root_bwrap(uid):
+            job["drop_to"] = uid  # the runner drops to it (see _command)
         started = time.monotonic()
         result_r, result_w = os.pipe()
         passed: list[int] = [result_w]
@@ -782,20 +881,10 @@ class Sandbox:
         try:
             job_fd = _memfd("agentgym-job", marshal.dumps(job, 4))
             passed.append(job_fd)
-            filter_fd = None
-            if self.layer == "bwrap":
-                filter_fd = _memfd("agentgym-seccomp", seccomp_filter())
-                passed.append(filter_fd)
-            command, options = self._command(uid, job_fd, result_w, filter_fd, timeout, cleanup)
-            proc = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                pass_fds=passed,
-                start_new_session=True,
-                **options,
-            )
+            if self.warm:
+                proc: subprocess.Popen | _WarmRun = self._start_warm(uid, job_fd, result_w, timeout, cleanup)
+            else:
+                proc = self._start_cold(uid, job_fd, result_w, timeout, passed, cleanup)
         except BaseException:
             os.close(result_r)
             for undo in cleanup:
@@ -852,31 +941,59 @@ class Sandbox:
             records=records,
         )
 
+    def _root_bwrap(self, uid: int | None) -> bool:
+        """Whether this run uses bwrap as root without a user namespace (root, and bwrap may do that here)."""
+        return uid is not None and _root_bwrap_works(self.python)
+
     def _run_uid(self) -> int | None:
         if os.geteuid() != 0:
             return None
         return self.uid if self.uid is not None else UID_BASE + secrets.randbelow(UID_SPAN)
 
+    def _start_cold(
+        self, uid: int | None, job_fd: int, result_fd: int, timeout: float, passed: list[int], cleanup: list[Any]
+    ) -> subprocess.Popen:
+        """Start a fresh bwrap/unshare/interpreter process for one run (``passed``: fds to hand it and close)."""
+        filter_fd = None
+        if self.layer == "bwrap":  # as root, no user namespace (see _command): the filter refuses new ones
+            filter_fd = _memfd("agentgym-seccomp", seccomp_filter(user_namespaces=not self._root_bwrap(uid)))
+            passed.append(filter_fd)
+        command, options, runner_fd = self._command(uid, job_fd, result_fd, filter_fd, timeout, cleanup)
+        return subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            pass_fds=[*passed, runner_fd],
+            start_new_session=True,
+            **options,
+        )
+
     def _command(
         self, uid: int | None, job_fd: int, result_fd: int, filter_fd: int | None, timeout: float, cleanup: list[Any]
-    ) -> tuple[list[str], dict[str, Any]]:
-        """The command line and Popen options for this run's layer (``cleanup`` collects undo steps;
-        ``filter_fd`` holds the system-call filter, for bwrap)."""
+    ) -> tuple[list[str], dict[str, Any], int]:
+        """The command line and Popen options for this run's layer, and the runner's fd it must inherit
+        (``cleanup`` collects undo steps; ``filter_fd`` holds the system-call filter, for bwrap)."""
         python = self.python
         fds = [str(job_fd), str(result_fd)]
-        drop = {"user": uid, "group": uid, "extra_groups": []} if uid is not None else {}
+        as_user, drop = _as_user(uid)
+        if self.layer == "bwrap" and self._root_bwrap(uid):
+            # As root: bwrap without a user namespace (cheaper by a namespace, setpriv's exec and
+            # --disable-userns), keeping only CAP_SETUID/CAP_SETGID, with which the runner drops to the run's
+            # uid (job["drop_to"]) before it reads the code; the filter refuses new user namespaces.
+            args = [*_ROOT_BWRAP, "--seccomp", str(filter_fd), *_bwrap_parents(python)]
+            args += _bwrap_root(python, self.limits.disk_mb << 20, work_perms="0777")
+            command, runner_fd = python.command(*fds)
+            return [*args, *command], {"env": SANDBOX_ENV}, runner_fd
         if self.layer == "bwrap":
-            args = ["bwrap", "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session"]
+            args = [*as_user, "bwrap", "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session"]
             if _bwrap_supports("--disable-userns"):
                 args.append("--disable-userns")
             args += ["--cap-drop", "ALL", "--uid", "65534", "--gid", "65534", "--hostname", "sandbox"]
             args += ["--seccomp", str(filter_fd)]
-            for kind, source, target in python.binds:
-                args += ["--symlink", source, target] if kind == "symlink" else ["--ro-bind", source, target]
-            args += ["--proc", "/proc", "--dev", "/dev", "--size", str(self.limits.disk_mb << 20), "--tmpfs", WORK]
-            # /dev is a tmpfs of bwrap's own, with no size limit: read-only (its device nodes are mounts of their own)
-            args += ["--symlink", WORK, "/tmp", "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", WORK]
-            return [*args, python.executable, *_INTERPRETER, *fds], {"env": SANDBOX_ENV, **drop}
+            args += _bwrap_root(python, self.limits.disk_mb << 20)
+            command, runner_fd = python.command(*fds)
+            return [*args, *command], {"env": SANDBOX_ENV, **drop}, runner_fd
         if self.layer == "unshare":
             root = tempfile.mkdtemp(prefix="agentgym-sandbox-root-")
             cleanup.append(lambda: _remove_dir(root))
@@ -891,17 +1008,97 @@ class Sandbox:
                 "seccomp": seccomp_filter(),
                 "deadline": timeout + 1.0,
             }
-            args = ["unshare", "--fork", "--kill-child", "--pid", "--mount", "--net", "--ipc", "--uts", "--"]
-            return [*args, python.executable, *_INTERPRETER, *fds, marshal.dumps(setup, 4).hex()], {"env": SANDBOX_ENV}
+            command, runner_fd = python.command(*fds, marshal.dumps(setup, 4).hex())
+            return [*_UNSHARE, *command], {"env": SANDBOX_ENV}, runner_fd
         work = tempfile.mkdtemp(prefix="agentgym-sandbox-")
         cleanup.append(lambda: shutil.rmtree(work, ignore_errors=True))
         if uid is not None:
             os.chown(work, uid, uid)
         env = {**SANDBOX_ENV, "HOME": work, "TMPDIR": work}
-        return [python.executable, *_INTERPRETER, *fds], {"env": env, "cwd": work, **drop}
+        command, runner_fd = python.command(*fds)
+        return [*as_user, *command], {"env": env, "cwd": work, **drop}, runner_fd
+
+    # ----------------------------------------------------------------- warm mode
+
+    def _start_warm(self, uid: int | None, job_fd: int, result_fd: int, timeout: float, cleanup: list[Any]) -> _WarmRun:
+        """Hand one run to an idle zygote (starting one if none is idle); ``cleanup`` gets the step that gives it
+        back."""
+        assert uid is not None  # warm mode needs root (checked in __init__)
+        header = {
+            "uid": uid,
+            "gid": uid,
+            "work": WORK,
+            "disk_bytes": self.limits.disk_mb << 20,
+            "inodes": WORK_INODES,
+            "deadline": timeout + 1.0,
+        }
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        try:
+            for attempt in (1, 2):  # a zygote found dead (killed from outside) is replaced once
+                zygote = self._take_zygote()
+                try:
+                    zygote.request(marshal.dumps(header, 4), [job_fd, result_fd, out_w, err_w], max(timeout, 10.0))
+                    break
+                except SandboxUnavailable:
+                    zygote.stop()
+                    if attempt == 2 or not zygote.started:
+                        raise
+        except BaseException:
+            os.close(out_r)
+            os.close(err_r)
+            raise
+        finally:
+            os.close(out_w)
+            os.close(err_w)
+        cleanup.append(lambda: self._give_back(zygote))
+        return _WarmRun(zygote, out_r, err_r)
+
+    def _take_zygote(self) -> _Zygote:
+        with self._pool_lock:
+            if self._idle:
+                return self._idle.pop()
+        cleanup: list[Any] = []
+        python = self.python
+        setup: dict[str, Any] = {"seccomp": seccomp_filter(user_namespaces=False)}
+        if self.layer == "bwrap":
+            # As root, without a user namespace: the zygote keeps root (and its capabilities) in its own PID, net,
+            # IPC and UTS namespaces, so that each run can get namespaces and a uid of its own.
+            prefix = ["bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"]
+            prefix += ["--unshare-cgroup-try", "--new-session", "--cap-add", "ALL", "--hostname", "sandbox"]
+            prefix += [*_bwrap_parents(python), *_bwrap_root(python, 1 << 20)]
+        else:
+            root = tempfile.mkdtemp(prefix="agentgym-sandbox-root-")
+            cleanup.append(lambda: _remove_dir(root))
+            binds = [list(b) for b in python.binds]
+            setup |= {"root": root, "uid": 0, "gid": 0, "binds": binds, "work": WORK, "disk_bytes": 1 << 20}
+            setup["inodes"] = 16
+            prefix = list(_UNSHARE)
+        command, runner_fd = python.command("zygote", "{control}", marshal.dumps(setup, 4).hex())
+        return _Zygote([*prefix, *command], runner_fd, cleanup)
+
+    def _give_back(self, zygote: _Zygote) -> None:
+        if zygote.broken:
+            zygote.stop()
+            return
+        with self._pool_lock:
+            self._idle.append(zygote)
+
+    def close(self) -> None:
+        """Stop the warm mode's idle zygotes (a later run starts new ones). Cold mode holds nothing to close."""
+        with self._pool_lock:
+            idle, self._idle = self._idle, []
+        for zygote in idle:
+            zygote.stop()
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def _collect(
-        self, proc: subprocess.Popen, result_fd: int, deadline: float, result_bytes: int
+        self, proc: subprocess.Popen | _WarmRun, result_fd: int, deadline: float, result_bytes: int
     ) -> tuple[bytes, bytes, bytes, str | None, tuple[bool, bool]]:
         """Read stdout, stderr and the result pipe as they come, until the program ends; kill the sandbox at
         the deadline or as soon as an output passes its cap (``result_bytes`` for the result pipe)."""
@@ -970,6 +1167,176 @@ class Sandbox:
         return len(killed)
 
 
+_UNSHARE = ("unshare", "--fork", "--kill-child", "--pid", "--mount", "--net", "--ipc", "--uts", "--")
+_ROOT_BWRAP = (
+    *("bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"),
+    *("--die-with-parent", "--new-session", "--cap-add", "CAP_SETUID,CAP_SETGID", "--hostname", "sandbox"),
+)
+"""Cold bwrap as root: no user namespace, only the capabilities the runner needs to become the run's uid."""
+
+
+@functools.lru_cache(maxsize=8)
+def _root_bwrap_works(python: _Python) -> bool:
+    """Whether bwrap, run as root, can build the sandbox without a user namespace here (a container without
+    ``CAP_SYS_ADMIN`` cannot; the cold layer then uses a user namespace, as for other users). Checked once."""
+    uid = UID_BASE + UID_SPAN - 2
+    code = (
+        f"import os; os.setgroups([]); os.setresgid({uid}, {uid}, {uid}); os.setresuid({uid}, {uid}, {uid}); print(1)"
+    )
+    command = [*_ROOT_BWRAP, *_bwrap_parents(python), *_bwrap_root(python, 1 << 20, "0777"), python.executable]
+    try:
+        done = subprocess.run([*command, "-S", "-c", code], capture_output=True, timeout=20, env=SANDBOX_ENV)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.stdout == b"1\n"
+
+
+def _bwrap_root(python: _Python, work_bytes: int, work_perms: str | None = None) -> list[str]:
+    """bwrap options for the sandbox's file system: read-only binds of what ``python`` needs, a fresh ``/proc``,
+    a read-only minimal ``/dev``, a tmpfs work dir of ``work_bytes`` (``work_perms``: its mode; ``/tmp`` points
+    there), a read-only root."""
+    args = []
+    for kind, source, target in python.binds:
+        args += ["--symlink", source, target] if kind == "symlink" else ["--ro-bind", source, target]
+    args += ["--proc", "/proc", "--dev", "/dev", "--size", str(work_bytes)]
+    args += ["--perms", work_perms, "--tmpfs", WORK] if work_perms else ["--tmpfs", WORK]
+    # /dev is a tmpfs of bwrap's own, with no size limit: read-only (its device nodes are mounts of their own)
+    return [*args, "--symlink", WORK, "/tmp", "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", WORK]
+
+
+def _bwrap_parents(python: _Python) -> list[str]:
+    """bwrap run as root makes the binds' parent directories (``/usr`` …) mode 0700; the run's uid needs 0755."""
+    parents = sorted({str(p) for _, _, target in python.binds for p in Path(target).parents} - {"/"})
+    return [arg for parent in parents for arg in ("--perms", "0755", "--dir", parent)]
+
+
+@functools.lru_cache(maxsize=1)
+def _setpriv() -> str | None:
+    return shutil.which("setpriv")
+
+
+def _as_user(uid: int | None) -> tuple[list[str], dict[str, Any]]:
+    """A command prefix and Popen options that start a process as ``uid`` (and gid ``uid``, no other groups).
+    util-linux's ``setpriv`` where there is one: ``Popen(user=...)`` cannot use ``vfork``, and forking the harness
+    cost ~4 ms a run here, ``setpriv``'s exec ~1 ms (it sets the saved ids too, so root cannot be regained)."""
+    if uid is None:
+        return [], {}
+    if _setpriv():
+        return [_setpriv(), f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"], {}  # type: ignore[list-item]
+    return [], {"user": uid, "group": uid, "extra_groups": []}
+
+
+class _Zygote:
+    """One warm-mode zygote (``sandbox_inside.serve``) and the harness's end of its control socket. Used by one
+    run at a time; stopped when its socket is closed (it exits on EOF), at the latest when the harness exits."""
+
+    def __init__(self, command: list[str], runner_fd: int, cleanup: list[Any]) -> None:
+        self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            self.proc = subprocess.Popen(
+                [str(theirs.fileno()) if arg == "{control}" else arg for arg in command],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                pass_fds=[theirs.fileno(), runner_fd],
+                start_new_session=True,
+                env=SANDBOX_ENV,
+            )
+        except BaseException:
+            self.sock.close()
+            for undo in cleanup:
+                undo()
+            raise
+        finally:
+            theirs.close()
+        self.started = False  # whether it ever started a run
+        self.broken = False
+        self._stop = weakref.finalize(self, _Zygote._end, self.sock, self.proc, cleanup)
+
+    def request(self, header: bytes, fds: list[int], timeout: float) -> None:
+        """Start a run (``header``: its limits; ``fds``: job, result, stdout, stderr); SandboxUnavailable if the
+        zygote cannot."""
+        try:
+            socket.send_fds(self.sock, [header], fds)
+            ready, _, _ = select.select([self.sock], [], [], timeout)
+            reply = self.sock.recv(1024) if ready else b"error: no answer in time"
+        except OSError as exc:
+            reply = f"error: {exc}".encode()
+        if reply == b"started":
+            self.started = True
+            return
+        self.broken = True
+        if not reply:  # it exited: its stderr says why
+            self.sock.close()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                _kill_group(self.proc)
+            detail = self.proc.stderr.read(2000).decode("utf-8", "replace").strip()  # type: ignore[union-attr]
+            reply = f"error: the zygote exited ({detail or self.proc.returncode})".encode()
+        raise SandboxUnavailable(f"warm sandbox: {reply.decode('utf-8', 'replace')[6:]}")
+
+    def status(self, timeout: float | None) -> int | None:
+        """The run's exit code (negative: ended by that signal) once it ended, None if still running after
+        ``timeout`` seconds."""
+        ready, _, _ = select.select([self.sock], [], [], timeout)
+        if not ready:
+            return None
+        try:
+            data = self.sock.recv(64)
+            return os.waitstatus_to_exitcode(int(data))
+        except (OSError, ValueError):  # the zygote died: so did the run (its PID namespace went with it)
+            self.broken = True
+            return -signal.SIGKILL
+
+    def kill(self) -> None:
+        try:
+            self.sock.send(b"kill")
+        except OSError:
+            self.broken = True
+
+    def stop(self) -> None:
+        self._stop()
+
+    @staticmethod
+    def _end(sock: socket.socket, proc: subprocess.Popen, cleanup: list[Any]) -> None:
+        sock.close()
+        try:
+            proc.wait(2)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            proc.wait()
+        proc.stderr.close()  # type: ignore[union-attr]
+        for undo in cleanup:
+            undo()
+
+
+class _WarmRun:
+    """A warm run as the harness sees it, with the parts of ``subprocess.Popen`` that ``Sandbox._collect`` uses."""
+
+    def __init__(self, zygote: _Zygote, out_fd: int, err_fd: int) -> None:
+        self.zygote = zygote
+        self.stdout = os.fdopen(out_fd, "rb", buffering=0)
+        self.stderr = os.fdopen(err_fd, "rb", buffering=0)
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.returncode = self.zygote.status(0)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            self.returncode = self.zygote.status(timeout)
+            if self.returncode is None:
+                raise subprocess.TimeoutExpired("warm run", timeout or 0)
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            self.zygote.kill()
+
+
 def _memfd(name: str, data: bytes) -> int:
     """A memory file holding ``data``, at offset 0 (how a job and the filter reach the sandbox)."""
     fd = os.memfd_create(name, 0)
@@ -1019,7 +1386,10 @@ def processes_of(uid: int) -> list[int]:
     return found
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def _kill_group(proc: subprocess.Popen | _WarmRun) -> None:
+    if isinstance(proc, _WarmRun):
+        proc.kill()
+        return
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):

@@ -37,6 +37,7 @@ __all__ = [
     "looks_empty",
     "results_match",
     "rows_from_value",
+    "tables_in",
 ]
 
 REL_TOL = 1e-6
@@ -169,6 +170,29 @@ def rows_from_value(value: Any, gold: Sequence[Sequence[Any]] = ()) -> list[tupl
     return [(v,) for v in value]
 
 
+_SQL_TOKEN = re.compile(
+    r"'(?:[^']|'')*(?:'|$)"  # a string literal (unterminated: to the end)
+    r'|"(?P<dq>(?:[^"]|"")*)(?:"|$)'  # quoted identifiers: "x", `x`, [x]
+    r"|`(?P<bq>[^`]*)(?:`|$)"
+    r"|\[(?P<sq>[^\]]*)(?:\]|$)"
+    r"|--[^\n]*"  # comments
+    r"|/\*(?:[^*]|\*(?!/))*(?:\*/|$)"
+    r"|(?P<word>[A-Za-z_][A-Za-z0-9_$]*)",
+)
+
+
+def tables_in(sql: str, tables: Sequence[str]) -> list[str]:
+    """The names in ``tables`` that ``sql`` names as identifiers (bare or quoted; case-insensitive), never inside
+    a string literal or a comment, in order of first mention. One linear scan of the text."""
+    lookup = {t.lower(): t for t in tables}
+    found: dict[str, None] = {}
+    for m in _SQL_TOKEN.finditer(sql):
+        name = m["word"] or m["dq"] or m["bq"] or m["sq"]
+        if name and (table := lookup.get(name.lower())) is not None:
+            found[table] = None
+    return list(found)
+
+
 def looks_empty(result: QueryResult) -> bool:
     """No rows, or nothing but 0 and NULL in them (what ``COUNT`` over a wrong filter returns)."""
     return not result.rows or all(v is None or (isinstance(v, int | float) and v == 0) for r in result.rows for v in r)
@@ -238,6 +262,14 @@ class SQLLookupEnv(ToolEnv):
     unreadable action. The maximum is 1.0 with the defaults. ``info["success"]`` is True after a
     matching answer.
 
+    Process reward (``process_reward=p``, default 0: off, and every reward is as without it): a ``run_sql``
+    that runs without an error (rows or none) pays, in the component ``"process"``, ``p / n`` for each of the
+    ``n`` tables of the task's gold query it names that no earlier query of the episode named — once per
+    distinct table (:func:`tables_in`: identifiers, not text inside strings or comments). Repeating a query,
+    naming a table the gold query does not use, a failing query and the answer tools pay nothing, so an
+    episode earns at most ``p`` (``env.unwrapped.process_reward`` is that bound). The success reward is
+    unchanged (success rates stay comparable).
+
     ## Safety
     Every query runs through :class:`~agentgym.envs.sql_safety.ReadOnlySQLite`: read-only open, one
     statement, an authorizer that allows only reads and safe functions, size limits and a
@@ -278,7 +310,8 @@ class SQLLookupEnv(ToolEnv):
     ## Arguments
     ``split``, ``task_set``, ``db_path``, ``tasks_path``, ``database`` (above); ``max_rows`` (20) rows shown per
     ``run_sql``; ``time_limit`` (1.0 s) per query; ``rewards``; ``explore_reward`` and ``tool_cost``
-    (shortcuts for ``rewards={"explore_query": x}`` and ``{"tool_cost": c}``); ``query_cache`` (1024)
+    (shortcuts for ``rewards={"explore_query": x}`` and ``{"tool_cost": c}``); ``process_reward`` (above);
+    ``query_cache`` (1024)
     results remembered per env — the database is read-only, so a repeated query needs no second run
     (0 turns it off); ``history``; ``render_mode``.
 
@@ -303,11 +336,16 @@ class SQLLookupEnv(ToolEnv):
         rewards: RewardWeights | dict[str, float] | None = None,
         explore_reward: float | None = None,
         tool_cost: float | None = None,
+        process_reward: float = 0.0,
         query_cache: int = 1024,
         history: int = 0,
         render_mode: str | None = None,
     ) -> None:
         super().__init__(history=history, render_mode=render_mode)
+        if not isinstance(process_reward, int | float) or not 0 <= process_reward < float("inf"):
+            raise ValueError(f"process_reward must be a finite number >= 0 (0: off), got {process_reward!r}")
+        self.process_reward = float(process_reward)
+        """The most process reward an episode can earn (0: none)."""
         weights = rewards.model_dump() if isinstance(rewards, RewardWeights) else dict(rewards or {})
         if explore_reward is not None:
             weights["explore_query"] = explore_reward
@@ -468,6 +506,9 @@ class SQLLookupEnv(ToolEnv):
         if self.rewards.explore_query and result.rows and not self.explored:
             self.explored = True
             reward["explore_query"] = self.rewards.explore_query
+        if self.process_reward and (new := set(tables_in(query, self.gold_tables)) - self.touched):
+            self.touched |= new
+            reward["process"] = self.process_reward * len(new) / len(self.gold_tables)
         return ToolResult(_format_result(result, self.max_rows), reward)
 
     @tool
@@ -513,12 +554,14 @@ class SQLLookupEnv(ToolEnv):
     def reward_bounds(self) -> tuple[float, float]:
         """Per action: up to ``max_calls_per_step`` calls; each exploring call (``list_tables``,
         ``describe_table``, ``run_sql``) is charged ``tool_cost``, one ``run_sql`` of the episode may earn
-        ``explore_query``, and an answer that ends the action pays ``correct`` or nothing (an ``answer_sql``
-        that fails pays nothing and goes on). With the default weights: ``(0, 1)``."""
+        ``explore_query`` and any of them all of ``process_reward``, and an answer that ends the action pays
+        ``correct`` or nothing (an ``answer_sql`` that fails pays nothing and goes on). With the default weights:
+        ``(0, 1)``."""
         w, calls = self.rewards, self.max_calls_per_step
         paid = [self.invalid_action_reward]
         for m in range(calls + 1):  # exploring calls in the action
-            for explore in (0.0, w.explore_query if m else 0.0):
+            extras = (w.explore_query, self.process_reward, w.explore_query + self.process_reward) if m else ()
+            for explore in (0.0, *extras):
                 for answer in (0.0, w.correct if m < calls else 0.0):
                     paid.append(-w.tool_cost * m + explore + answer)
         return min(paid), max(paid)
@@ -531,6 +574,10 @@ class SQLLookupEnv(ToolEnv):
         self.last: str | None = None
         self.outcomes: dict[str, str] = {}
         self.explored = False
+        self.gold_tables = tables_in(task.gold_sql, self.table_names)
+        """The tables the gold query names (the process reward's targets)."""
+        self.touched: set[str] = set()
+        """The gold tables a query of this episode has named (each paid its process reward once)."""
         self.answered = False
         self.correct = False
         candidates = [task.gold_sql, *task.distractors[: CANDIDATES - 1]]
@@ -660,13 +707,8 @@ class SQLOracle:
         self.tables = list(tables)
 
     def tables_of(self, sql: str) -> list[str]:
-        """The tables a query names, in order of first mention."""
-        found = []
-        for m in re.finditer(r"[A-Za-z_][A-Za-z0-9_]*", sql):
-            name = next((t for t in self.tables if t.lower() == m.group().lower()), None)
-            if name and name not in found:
-                found.append(name)
-        return found
+        """The tables a query names, in order of first mention (:func:`tables_in`)."""
+        return tables_in(sql, self.tables)
 
     def predict(self, observation: str, state: Any = None, deterministic: bool = True) -> tuple[str, None]:
         question = _QUESTION.search(observation or "")

@@ -23,7 +23,10 @@ from agentgym.envs.weather_data import (
 )
 from agentgym.tools import ToolCall, ToolError, ToolResult, tool
 
-__all__ = ["RewardWeights", "WeatherOracle", "WeatherRunEnv"]
+__all__ = ["REQUIRED_TOOLS", "RewardWeights", "WeatherOracle", "WeatherRunEnv"]
+
+REQUIRED_TOOLS = ("get_weather", "get_air_quality")
+"""The lookups the decision rule needs; each pays ``process_reward / 2`` once per episode (when it is on)."""
 
 
 class RewardWeights(BaseModel):
@@ -55,6 +58,12 @@ class WeatherRunEnv(ToolEnv):
     lookups were made; ``no_tools`` −0.5 for answering without any tool call; ``tool_cost`` (default 0)
     charged per lookup; ``invalid_action`` (default 0) for an unreadable action. The maximum is 1.5.
     ``info["success"]`` is True after a correct answer.
+
+    Process reward (``process_reward=p``, default 0: off, and every reward is as without it): each of the two
+    required lookups — ``get_weather`` and ``get_air_quality`` for the task's city — pays ``p / 2`` the first
+    time it succeeds, in the component ``"process"``. A repeated lookup, a lookup of another city and a failed
+    lookup pay nothing, so an episode earns at most ``p`` of process reward (``env.unwrapped.process_reward`` is
+    that bound), and the success reward is unchanged (success rates stay comparable).
 
     ## Observation and summary
     Text; the state summary reads ``Shanghai · temp 18.4°C · AQI 55 · decision pending``.
@@ -95,10 +104,15 @@ class WeatherRunEnv(ToolEnv):
         suitable_share: float | None = None,
         rewards: RewardWeights | dict[str, float] | None = None,
         tool_cost: float | None = None,
+        process_reward: float = 0.0,
         history: int = 0,
         render_mode: str | None = None,
     ) -> None:
         super().__init__(history=history, render_mode=render_mode)
+        if not isinstance(process_reward, int | float) or not 0 <= process_reward < float("inf"):
+            raise ValueError(f"process_reward must be a finite number >= 0 (0: off), got {process_reward!r}")
+        self.process_reward = float(process_reward)
+        """The most process reward an episode can earn (0: none)."""
         weights = rewards.model_dump() if isinstance(rewards, RewardWeights) else dict(rewards or {})
         if tool_cost is not None:
             weights["tool_cost"] = tool_cost
@@ -143,7 +157,7 @@ class WeatherRunEnv(ToolEnv):
             f"Weather in {w['city']} on {self.date}: {w['temperature_c']:g}°C, {w['conditions']}, "
             f"humidity {w['humidity_pct']}%, wind {w['wind_kph']:g} km/h."
         )
-        return ToolResult(text, self._cost)
+        return ToolResult(text, self._paid("get_weather", city))
 
     @tool
     def get_air_quality(self, city: str) -> ToolResult:
@@ -158,7 +172,8 @@ class WeatherRunEnv(ToolEnv):
         if city_key(city) == city_key(self.city):
             self.aqi = int(a["aqi"])
         return ToolResult(
-            f"Air quality in {a['city']} on {self.date}: AQI {a['aqi']}, PM2.5 {a['pm2_5']:g} µg/m³.", self._cost
+            f"Air quality in {a['city']} on {self.date}: AQI {a['aqi']}, PM2.5 {a['pm2_5']:g} µg/m³.",
+            self._paid("get_air_quality", city),
         )
 
     @tool
@@ -183,6 +198,15 @@ class WeatherRunEnv(ToolEnv):
             verdict += " (get_weather was not called first)"
         return ToolResult(f"Answer recorded: {'suitable' if suitable else 'not suitable'} — {verdict}.", rewards, True)
 
+    def _paid(self, name: str, city: str) -> dict[str, float]:
+        """The reward of a successful lookup: its cost, and the process reward the first time a required tool
+        looks up the task's city."""
+        reward = dict(self._cost)
+        if self.process_reward and city_key(city) == city_key(self.city) and name not in self.rewarded:
+            self.rewarded.add(name)
+            reward["process"] = self.process_reward / len(REQUIRED_TOOLS)
+        return reward
+
     def _lookup(self, fetch: Callable[[str, str], dict[str, Any]], city: str) -> dict[str, Any] | ToolResult:
         """Count the call and fetch for the task's date; a failure is the tool's error result."""
         self.lookups += 1
@@ -196,12 +220,19 @@ class WeatherRunEnv(ToolEnv):
     def reward_bounds(self) -> tuple[float, float]:
         """Per action: up to ``max_calls_per_step`` calls, each lookup charged ``tool_cost``; an ``answer`` ends
         the action and pays ``no_tools`` (no lookup before it in the episode), nothing (wrong), ``correct`` or
-        ``correct + both_tools``. With the default weights: ``(-0.5, 1.5)``."""
+        ``correct + both_tools``; ``m`` lookups earn up to ``min(m, 2) / 2`` of ``process_reward``. With the
+        default weights: ``(-0.5, 1.5)``."""
         w, calls = self.rewards, self.max_calls_per_step
         answers = [w.no_tools, 0.0, w.correct, w.correct + w.both_tools]
-        paid = [self.invalid_action_reward] + [-w.tool_cost * m for m in range(1, calls + 1)]  # lookups only
-        paid += [-w.tool_cost * m + a for m in range(calls) for a in (answers if m == 0 else answers[1:])]
-        return min(paid), max(paid)
+
+        def paid(process: float) -> list[float]:  # the rewards m lookups (earning process for up to 2) may pay
+            def lookups(m: int) -> float:
+                return -w.tool_cost * m + process * min(m, len(REQUIRED_TOOLS)) / len(REQUIRED_TOOLS)
+
+            rewards = [self.invalid_action_reward] + [lookups(m) for m in range(1, calls + 1)]  # lookups only
+            return rewards + [lookups(m) + a for m in range(calls) for a in (answers if m == 0 else answers[1:])]
+
+        return min(paid(0.0)), max(paid(self.process_reward))
 
     def _reset_task(self, options: dict[str, Any]) -> None:
         index = options.get("task_index")
@@ -211,6 +242,8 @@ class WeatherRunEnv(ToolEnv):
         self.decision: bool | None = None
         self.correct = False
         self.lookups = 0
+        self.rewarded: set[str] = set()
+        """The required tools whose process reward this episode has paid."""
         self._menu = self._menu_for(self.city)
 
     @staticmethod
@@ -252,6 +285,28 @@ class WeatherRunEnv(ToolEnv):
     @property
     def success(self) -> bool:
         return self.correct
+
+    def feedback(self) -> str:
+        """What was wrong with the episode so far, never the answer (read by :class:`~agentgym.wrappers.Retry`):
+        a missing answer, a missing or miscopied lookup, or a decision that does not follow the rule from the
+        numbers looked up (without saying which decision would)."""
+        city = self.city
+        if self.correct:
+            return "The answer was correct."
+        if self.decision is None:
+            return f"No answer was given: look up {city}'s weather and air quality, then call answer."
+        if self.temperature is None:
+            return (
+                f"The answer could not count: get_weather was not called for {city} (the task's city, spelled "
+                "exactly) before answering."
+            )
+        if self.aqi is None:
+            return f"The answer was wrong, and get_air_quality was never called for {city}: the rule needs the AQI too."
+        return (
+            f"The answer was wrong: it does not follow the rule from what you looked up (temperature "
+            f"{self.temperature:g}°C, AQI {self.aqi}). Check each condition again: {TEMP_MIN:g} to {TEMP_MAX:g} °C "
+            f"inclusive, and AQI below {AQI_LIMIT}."
+        )
 
     @property
     def num_tasks(self) -> int | None:

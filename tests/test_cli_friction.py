@@ -173,7 +173,7 @@ def test_train_help_names_the_real_default_env(capsys):
 @pytest.mark.parametrize(
     "argv, closest",
     [
-        (["train", "grpo", "--set", "group_size=1"], "did you mean num_generations?"),
+        (["train", "grpo", "--set", "num_generation=1"], "did you mean num_generations?"),
         (["train", "grpo", "--set", "rollout.max_new_token=8"], "did you mean rollout.max_new_tokens?"),
         (["train", "q-learning", "--set", "alpah=0.5"], "did you mean alpha?"),
         (["train", "ppo", "--set", "learning_rat=0.1"], "did you mean learning_rate?"),

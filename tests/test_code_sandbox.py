@@ -181,6 +181,58 @@ def test_process_reward_for_run_tests_improvement():
     assert make().unwrapped.rewards.test_improvement == 0.0  # off by default
 
 
+SCRIPT = ("wrong", "half", "half", "full", "full", "submit")
+
+
+def play_script(env):
+    """A short scripted episode on rle_encode: visible tests passing 0/2, 1/2, 1/2, 2/2, 2/2, then submit."""
+    env.reset(options={"task_index": index_of(env, "rle_encode")})
+    full = env.unwrapped.task.solution
+    codes = {"wrong": "def rle_encode(s):\n    return 0\n", "half": "def rle_encode(s):\n    return 'z1'\n"}
+    steps = []
+    for move in SCRIPT:
+        if move == "submit":
+            _, reward, terminated, _, info = env.step(call("submit", code=full))
+        else:
+            _, reward, terminated, _, info = env.step(call("run_tests", code=codes.get(move, full)))
+        steps.append((reward, info["reward_components"], terminated, info.get("success")))
+    return steps
+
+
+def test_process_reward_pays_only_improvements_of_the_best_visible_fraction():
+    env = make(split="all", process_reward=0.2)
+    assert env.unwrapped.process_reward == 0.2  # the per-episode bound (agentgym audit reads it)
+    steps = play_script(env)
+    # by hand: 0/2 pays 0; 1/2 pays 0.2 × ½; the repeat pays 0; 2/2 pays 0.2 × ½ more; the repeat 0; submit 1.0
+    assert [r for r, *_ in steps] == pytest.approx([0.0, 0.1, 0.0, 0.1, 0.0, 1.0])
+    assert [c for _, c, *_ in steps] == [{}, {"process": pytest.approx(0.1)}, {}, {"process": pytest.approx(0.1)},
+                                         {}, {"hidden_tests": 1.0}]  # fmt: skip
+    assert sum(c.get("process", 0.0) for _, c, *_ in steps) == pytest.approx(0.2)  # = the bound
+    assert steps[-1][2:] == (True, True)  # the success reward and success are unchanged
+    assert env.unwrapped.reward_bounds() == (0.0, pytest.approx(1.2))
+
+
+def test_repeating_a_call_pays_no_process_reward():
+    env = make(split="all", process_reward=0.5)
+    env.reset(options={"task_index": index_of(env, "rle_encode")})
+    action = call("run_tests", code=env.unwrapped.task.solution)
+    rewards = [env.step(action)[1] for _ in range(6)]
+    assert rewards == [0.5, 0.0, 0.0, 0.0, 0.0, 0.0]
+    obs, reward, *_ = env.step(call("run_python", code="print(1)"))
+    assert reward == 0.0
+
+
+def test_process_reward_off_changes_nothing():
+    default, off = play_script(make(split="all")), play_script(make(split="all", process_reward=0.0))
+    assert default == off
+    assert [r for r, *_ in off] == [0.0, 0.0, 0.0, 0.0, 0.0, 1.0]
+    assert all("process" not in c for _, c, *_ in off)
+    assert make().unwrapped.process_reward == 0.0
+    for bad in (-0.1, float("nan"), float("inf"), "0.1"):
+        with pytest.raises(ValueError, match="process_reward"):
+            CodeSandboxEnv(split="all", process_reward=bad)
+
+
 def test_oracle_scores_100_percent_on_both_splits():
     for split in ("train", "test"):
         env = make(split=split)

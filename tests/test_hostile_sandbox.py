@@ -3,7 +3,8 @@ space limit, memory of all a run's processes together, a result channel that cos
 cannot be judged, kernel objects that outlive a run, hidden test inputs echoed back to the agent, and raw control
 characters in observations.
 
-Each test's id names the layer it ran on; a layer this machine lacks is skipped with the reason. The checks of
+Each test's id names the layer it ran on (``-warm``: warm mode, root only); a layer this machine lacks is skipped
+with the reason. The checks of
 what is left on the host after a run (keys, System V objects) need root, which the sandbox needs to give each run
 a uid of its own.
 """
@@ -34,12 +35,16 @@ ROOT = os.geteuid() == 0
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
-def layer_param(layer: str):
+def layer_param(layer: str, warm: bool = False):
+    """A layer as a test parameter (``"bwrap"``, or ``"bwrap-warm"`` for warm mode), skipped where it cannot run."""
     reason = STATUS[layer]
-    return pytest.param(layer, id=layer, marks=pytest.mark.skipif(reason is not None, reason=f"{layer}: {reason}"))
+    if reason is None and warm and not ROOT:
+        reason = "warm mode needs root"
+    name = f"{layer}-warm" if warm else layer
+    return pytest.param(name, id=name, marks=pytest.mark.skipif(reason is not None, reason=f"{name}: {reason}"))
 
 
-ISOLATING = [layer_param("bwrap"), layer_param("unshare")]
+ISOLATING = [layer_param("bwrap"), layer_param("unshare"), layer_param("bwrap", True), layer_param("unshare", True)]
 EVERY_LAYER = [*ISOLATING, layer_param("unsafe")]
 ENV_LAYER = next((layer for layer in ("bwrap", "unshare") if STATUS[layer] is None), None)
 needs_env_layer = pytest.mark.skipif(ENV_LAYER is None, reason=f"no sandbox layer on this machine: {STATUS}")
@@ -47,9 +52,11 @@ needs_env_layer = pytest.mark.skipif(ENV_LAYER is None, reason=f"no sandbox laye
 
 @pytest.fixture
 def box(request, record_property):
-    layer = request.param
-    record_property("layer", layer)
-    return Sandbox(layer, timeout=5.0, allow_unsafe=layer == "unsafe", _checked=layer == "unsafe")
+    record_property("layer", request.param)
+    layer, _, warm = request.param.partition("-")
+    unsafe = layer == "unsafe"
+    with Sandbox(layer, timeout=5.0, allow_unsafe=unsafe, _checked=unsafe, warm=bool(warm)) as box:
+        yield box
 
 
 def fresh_uid() -> int:
@@ -202,19 +209,22 @@ def test_memory_of_all_processes_together_is_bounded(box):
     memory_mb, and the default product is small (before: 32 × 512 MiB, tens of GB with kernel buffers)."""
     defaults = SandboxLimits()
     assert defaults.processes * defaults.memory_mb <= 2048 and defaults.memory_bound_mb <= 2304
-    small = Sandbox(box.layer, timeout=5.0, memory_mb=64, processes=6, _checked=True)
-    result = small.run(ALL_PROCESSES)
+    with Sandbox(box.layer, timeout=5.0, memory_mb=64, processes=6, warm=box.warm, _checked=True) as small:
+        result = small.run(ALL_PROCESSES)
     assert result.ok, (result.status(), result.stdout, result.stderr[-500:])
     words = result.stdout.split()
     processes, held = int(words[1]), int(words[4])
     assert 2 <= processes <= 6 and 30 * processes <= held <= 6 * 64, result.stdout  # measured: ~40 MiB each
 
 
-@pytest.mark.parametrize("box", [layer_param("unshare")], indirect=True)
+CAPPED_INODES = [layer_param("unshare"), layer_param("bwrap", True), layer_param("unshare", True)]
+
+
+@pytest.mark.parametrize("box", CAPPED_INODES, indirect=True)
 def test_the_work_dir_holds_a_bounded_number_of_files(box):
     """Each empty file or directory costs ~1.2 KB of kernel memory that no size limit counts (before: 209,000
-    directories, 247 MB, in 3 s). The unshare layer caps the work dir's inodes; bubblewrap 0.8 cannot (see the
-    module docstring of agentgym.envs.sandbox)."""
+    directories, 247 MB, in 3 s). The unshare layer and warm mode (which mounts each run's work dir itself) cap
+    the work dir's inodes; cold bubblewrap 0.8 cannot (see the module docstring of agentgym.envs.sandbox)."""
     code = "import os\nn = 0\ntry:\n    while True:\n        os.mkdir(f'd{n}')\n        n += 1\n"
     code += "except OSError as e:\n    print(n, e.strerror)"
     result = box.run(code)

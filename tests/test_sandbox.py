@@ -1,8 +1,9 @@
 """The sandbox (agentgym.envs.sandbox): every available layer, the hostile-program suite, and results that code inside
 cannot forge.
 
-Each test's id names the layer it ran on (``[bwrap-...]``, ``[unshare-...]``, ``[unsafe]``), and the layer is
-also recorded as the test's ``layer`` property (``--junitxml``). A layer this machine lacks is skipped with the
+Each test's id names the layer it ran on (``[bwrap-...]``, ``[unshare-...]``, ``[unsafe]``; ``[bwrap-warm-...]``
+and ``[unshare-warm-...]`` for warm mode, root only), and the layer is also recorded as the test's ``layer``
+property (``--junitxml``). A layer this machine lacks is skipped with the
 reason. Hostile programs run only on the isolating layers, and the ones that signal other processes only after
 the layer has been shown to give the code its own PID namespace (and they check that again themselves).
 """
@@ -40,20 +41,26 @@ REPO = Path(__file__).resolve().parent.parent
 SECRET = "agentgym-canary-7f3a91"
 
 
-def layer_param(layer: str):
+def layer_param(layer: str, warm: bool = False):
+    """A layer as a test parameter (``"bwrap"``, or ``"bwrap-warm"`` for warm mode), skipped where it cannot run."""
     reason = STATUS[layer]
-    return pytest.param(layer, id=layer, marks=pytest.mark.skipif(reason is not None, reason=f"{layer}: {reason}"))
+    if reason is None and warm and not ROOT:
+        reason = "warm mode needs root"
+    name = f"{layer}-warm" if warm else layer
+    return pytest.param(name, id=name, marks=pytest.mark.skipif(reason is not None, reason=f"{name}: {reason}"))
 
 
-ISOLATING = [layer_param("bwrap"), layer_param("unshare")]
+ISOLATING = [layer_param("bwrap"), layer_param("unshare"), layer_param("bwrap", True), layer_param("unshare", True)]
 
 
 @pytest.fixture
 def box(request, record_property):
-    """A sandbox on the test's layer, with short limits; records which layer ran."""
-    layer = request.param
-    record_property("layer", layer)
-    return Sandbox(layer, timeout=2.0, allow_unsafe=layer == "unsafe")
+    """A sandbox on the test's layer (cold, or warm for ``"<layer>-warm"``), with short limits; records which
+    layer ran."""
+    record_property("layer", request.param)
+    layer, _, warm = request.param.partition("-")
+    with Sandbox(layer, timeout=2.0, allow_unsafe=layer == "unsafe", warm=bool(warm)) as box:
+        yield box
 
 
 def sandbox_processes(patience: float = 2.0) -> list[int]:
@@ -215,11 +222,24 @@ for module in ('agentgym', 'numpy', 'pytest'):
     pid, count = map(int, lines["pid"].split())
     assert pid <= 2 and count <= 3 and lines["pidns"] == "True"
     uid = int(lines["uid"].split()[0])
-    assert uid != 0 and (uid == 65534 if box.layer == "bwrap" else (not ROOT or UID_BASE <= uid < UID_BASE + UID_SPAN))
+    bwrap_user = box.layer == "bwrap" and not ROOT  # the one uid of bwrap's user namespace (as root: none)
+    assert uid != 0 and (uid == 65534 if bwrap_user else (not ROOT or UID_BASE <= uid < UID_BASE + UID_SPAN))
     assert lines["host"] == "sandbox"
     assert set(eval(lines["root"])) <= {"usr", "lib", "lib64", "lib32", "proc", "dev", "work", "tmp", "bin"}
     assert lines["cwd"] == "/work True False"
     assert "import agentgym missing" in result.stdout and "import numpy missing" in result.stdout
+
+
+@pytest.mark.skipif(not ROOT or STATUS["bwrap"] is not None, reason="bwrap as root only")
+def test_bwrap_as_root_falls_back_to_a_user_namespace(monkeypatch):
+    """Where bwrap may not build the sandbox as root without a user namespace (a container without
+    CAP_SYS_ADMIN), the cold layer uses one, as for other users, and warm bwrap is refused."""
+    assert sandbox_module._root_bwrap_works(Sandbox("bwrap").python)  # this machine: the cheaper path
+    monkeypatch.setattr(sandbox_module, "_root_bwrap_works", lambda python: False)
+    result = Sandbox("bwrap", timeout=2.0).run("import os\nprint(os.getuid())")
+    assert result.ok and result.stdout == "65534\n", result
+    with pytest.raises(SandboxUnavailable, match="warm bwrap needs"):
+        Sandbox("bwrap", warm=True)
 
 
 @pytest.mark.parametrize("box", ISOLATING, indirect=True)
@@ -373,11 +393,13 @@ def hostile_suite(canary: Path, port: int) -> dict[str, tuple[str, float, object
         assert "/etc/shadow unreadable" in r.stdout and "/root/.ssh/id_rsa unreadable" in r.stdout
         assert "\nFalse False\n" in r.stdout  # no ~/.ssh, no /root at all
         assert set(eval(r.stdout.splitlines()[0])) <= {*SANDBOX_ENV, "PWD"}
-        # PID 1 is bwrap (started with the sandbox's clean environment) or the unshare layer's init (which has
-        # dropped privileges and is not dumpable): either way nothing of the host's environment shows
+        # PID 1 is bwrap (started with the sandbox's clean environment), the unshare layer's init (which has
+        # dropped privileges and is not dumpable) or a warm run's init (cloned from the zygote, which bwrap or
+        # unshare started with the clean environment; bwrap adds PWD=/work): nothing of the host's shows
         if "/proc/1/environ unreadable" not in r.stdout:
             environ = r.stdout.split("/proc/1/environ ", 1)[1].split("\n/proc/", 1)[0]
-            assert {part.split("=")[0] for part in environ.split("\x00") if part} <= set(SANDBOX_ENV)
+            assert {part.split("=")[0] for part in environ.split("\x00") if part} <= {*SANDBOX_ENV, "PWD"}
+            assert "PWD=" not in environ or "PWD=/work\x00" in environ
 
     def no_network(r):
         assert r.ok and r.stdout.count("no network") == 3, r.stdout
@@ -556,7 +578,9 @@ def hostile_suite(canary: Path, port: int) -> dict[str, tuple[str, float, object
                 """
             ),
             2.0,
-            lambda r: r.ok and "still here" in r.stdout,
+            # the parent is PID 1 of the run's namespace, which ignores the signal, or (bwrap as root) a root
+            # process the run's uid may not signal at all
+            lambda r: (r.ok and "still here" in r.stdout) or (r.exit_code == 1 and "PermissionError" in r.stderr),
         ),
         "kill-every-process": (
             guarded(

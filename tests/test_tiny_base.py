@@ -87,6 +87,22 @@ def test_pretraining_is_a_function_of_the_seed(tmp_path):
     assert base_model_path(first) == first  # its own checksums hold
 
 
+def test_continued_pretraining_keeps_the_tokenizer_and_moves_the_weights(tmp_path):
+    """``pretrain --init DIR`` (a second stage on another mix, the user's tokens weighted too) goes on from DIR."""
+    from agentgym.trainers.tiny_corpus import CorpusMix
+    from agentgym.trainers.tiny_model import pretrain_base
+
+    small = dict(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64, threads=1)
+    first = pretrain_base(tmp_path / "a", steps=2, batch_size=4, progress_bar=False, **small)
+    mix = CorpusMix(spelled_names=1.0, spelled_ids=1.0, compound_ids=1.0, opaque_tools=1.0)
+    second = pretrain_base(
+        tmp_path / "b", steps=2, batch_size=4, progress_bar=False, init=first, mix=mix, context_weight=0.3, threads=1
+    )
+    assert (first / "tokenizer.json").read_bytes() == (second / "tokenizer.json").read_bytes()
+    assert (first / "model.safetensors").read_bytes() != (second / "model.safetensors").read_bytes()
+    assert base_model_path(second) == second
+
+
 def test_the_default_corpus_is_the_one_the_shipped_base_was_built_from():
     """Changing the default mix (or a draw in the generator) changes the corpus: the shipped weights would no
     longer be what ``python -m agentgym.trainers.tiny_model pretrain`` builds. Options such as ``opaque_tools`` draw

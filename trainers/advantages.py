@@ -17,6 +17,7 @@ Either flag stops the recursion from reaching into the next episode.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal, NamedTuple
 
 import torch
@@ -35,6 +36,7 @@ __all__ = [
     "normalize",
     "policy_gradient_loss",
     "ppo_clip_loss",
+    "turn_advantages",
     "value_loss",
 ]
 
@@ -86,8 +88,8 @@ def gae(
     next_values: Tensor,
     terminated: Tensor,
     truncated: Tensor | None = None,
-    gamma: float = 0.99,
-    lam: float = 0.95,
+    gamma: float | Tensor = 0.99,
+    lam: float | Tensor = 0.95,
 ) -> tuple[Tensor, Tensor]:
     """Generalised advantage estimation (Schulman et al. 2016). Returns ``(advantages, returns)``::
 
@@ -99,14 +101,20 @@ def gae(
     truncated step, the observation the episode was cut off in (not the next episode's first
     one), so a time limit bootstraps and a real ending does not. λ = 1 gives Monte-Carlo
     returns minus ``V``; λ = 0 gives the one-step TD error.
+
+    ``gamma`` and ``lam`` may also be tensors shaped like ``rewards``: then ``gamma[t]``/``lam[t]`` discount
+    the step from ``t`` to ``t + 1`` (LLM PPO discounting per turn rather than per token sets them to 1
+    inside a turn).
     """
     term = _flag(terminated, rewards)
     done = torch.clamp(term + _flag(truncated, rewards), max=1.0)
     deltas = rewards + gamma * (1.0 - term) * next_values - values
+    per_step = isinstance(gamma, Tensor) or isinstance(lam, Tensor)
+    discount = gamma * lam
     advantages = torch.empty_like(rewards)
     running = torch.zeros_like(rewards[0])
     for t in reversed(range(rewards.shape[0])):
-        running = deltas[t] + gamma * lam * (1.0 - done[t]) * running
+        running = deltas[t] + (discount[t] if per_step else discount) * (1.0 - done[t]) * running
         advantages[t] = running
     return advantages, advantages + values
 
@@ -171,6 +179,52 @@ def group_relative_advantages(
     return GroupAdvantages(
         advantages.reshape(rewards.shape), tied.reshape(rewards.shape), n_groups, int(tied_group.sum())
     )
+
+
+def turn_advantages(
+    turn_rewards: Sequence[Tensor],
+    group_ids: Sequence[int] | None = None,
+    gamma: float = 1.0,
+    lam: float = 1.0,
+) -> list[Tensor]:
+    """Per-turn advantages of episodes of any lengths, before batch normalisation (one tensor per episode)::
+
+        G_t = r_t + γ · G_{t+1},  G_T = 0                  the return-to-go of turn t
+        b_t = mean of G_t over the episode's group           (with ``group_ids``; else b_t = 0)
+              among the group's episodes that reached turn t
+        δ_t = r_t + γ · b_{t+1} − b_t,  b_T = 0
+        A_t = δ_t + γ · λ · A_{t+1}                          GAE over turns with the group baseline as V
+
+    λ = 1 gives ``A_t = G_t − b_t`` (return-to-go minus the group's mean return-to-go at that turn); λ < 1
+    leans more on the baseline of later turns (less variance, more bias). Without a baseline ``A_t`` is
+    the return-to-go discounted by ``γ · λ``. Every episode's last turn is terminal: nothing after it is
+    bootstrapped (a truncated episode's cut-off is what the trainer's ``truncation_penalty`` prices).
+    """
+    returns = [discounted_returns(r, gamma=gamma) if r.numel() else r for r in turn_rewards]
+    if group_ids is None:
+        baselines = [torch.zeros_like(g) for g in returns]
+    else:
+        if len(group_ids) != len(returns):
+            raise ValueError(f"{len(group_ids)} group ids for {len(returns)} episodes")
+        totals: dict[tuple[int, int], list[Tensor]] = {}
+        for gid, g in zip(group_ids, returns, strict=True):
+            for t in range(g.numel()):
+                totals.setdefault((gid, t), []).append(g[t])
+        mean = {key: torch.stack(v).mean() for key, v in totals.items()}
+        baselines = [
+            torch.stack([mean[gid, t] for t in range(g.numel())]) if g.numel() else g
+            for gid, g in zip(group_ids, returns, strict=True)
+        ]
+    advantages = []
+    for r, b in zip(turn_rewards, baselines, strict=True):
+        if not r.numel():
+            advantages.append(r)
+            continue
+        terminal = torch.zeros_like(r)
+        terminal[-1] = 1.0
+        adv, _ = gae(r, b, torch.cat([b[1:], b.new_zeros(1)]), terminal, gamma=gamma, lam=lam)
+        advantages.append(adv)
+    return advantages
 
 
 def masked_mean(x: Tensor, mask: Tensor | None = None) -> Tensor:

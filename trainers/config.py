@@ -3,19 +3,20 @@
 A trainer's config subclasses the pieces it needs, so its fields stay flat (``config.json``,
 ``--set key=value``): :class:`EnvConfig` (the env the trainer plays), :class:`EvalConfig` (plus the
 frozen split it is evaluated on), :class:`OptimizerConfig` / :class:`AdamWConfig` (AdamW with warm-up
-and clipping) and :class:`CheckpointConfig`. Where a trainer's default differs from a piece's, the
+and clipping), :class:`ModelConfig` (precision, device, gradient checkpointing, LoRA) and
+:class:`CheckpointConfig`. Where a trainer's default differs from a piece's, the
 trainer's class declares the field again with its own default.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentgym.trainers.rollout import RolloutConfig
 
-__all__ = ["AdamWConfig", "CheckpointConfig", "EnvConfig", "EvalConfig", "OptimizerConfig"]
+__all__ = ["AdamWConfig", "CheckpointConfig", "EnvConfig", "EvalConfig", "ModelConfig", "OptimizerConfig"]
 
 
 class _Config(BaseModel):
@@ -61,3 +62,26 @@ class CheckpointConfig(_Config):
     """How often a run saves a resumable checkpoint."""
 
     checkpoint_every: int = Field(50, ge=0, description="Save a checkpoint every N steps (0: only at the end).")
+
+
+class ModelConfig(_Config):
+    """How the trained model is held: precision, device, activation memory and LoRA adapters
+    (:func:`agentgym.trainers.llm.prepare_policy`). The defaults train every weight in float32 on CUDA when
+    present, else the CPU; a real 0.5–8 B model on one GPU wants ``dtype="bfloat16"``,
+    ``gradient_checkpointing=True`` and ``lora_r`` 8–64."""
+
+    dtype: Literal["float32", "bfloat16", "float16"] | None = Field(
+        None,
+        description="Weights' dtype (None: as loaded, float32 from a path). With LoRA only the frozen base is cast; "
+        "the adapters stay float32. Prefer bfloat16 on GPUs that have it (float16 has no loss scaling here).",
+    )
+    device: str = Field("auto", description="auto: CUDA when present, else cpu; or any torch device, e.g. cuda:1.")
+    gradient_checkpointing: bool = Field(
+        False, description="Recompute activations in the backward pass: less memory for long transcripts, ~30 % slower."
+    )
+    lora_r: int = Field(0, ge=0, description="LoRA rank (peft); 0: train every weight.")
+    lora_alpha: float = Field(16.0, gt=0, description="LoRA scaling alpha (the update is scaled by alpha / r).")
+    lora_dropout: float = Field(0.0, ge=0, lt=1, description="Dropout on the LoRA path.")
+    lora_target_modules: list[str] | Literal["all-linear"] = Field(
+        "all-linear", description="Modules given adapters: all-linear (every linear layer but the output) or names."
+    )

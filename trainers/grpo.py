@@ -4,9 +4,21 @@ Each step:
 
 1. draw ``tasks_per_step`` task instances and play each ``num_generations`` times with the same env
    seed (a *group*), sampling from the current policy (:func:`agentgym.trainers.rollout.rollout`);
-2. score each episode by its total env reward (per-turn rewards add up) and turn rewards into
-   group-relative advantages ``A_i = (r_i − mean_g r) / std_g r`` (``scale_rewards``); groups whose
-   rewards all tie carry no signal and are counted in ``frac_zero_std``;
+2. turn the per-turn rewards into advantages, by one of two schemes (``credit_assignment``):
+
+   - ``"trajectory"`` (GRPO, the default): score each episode by its return ``R = Σ_t γ^t r_t`` (``gamma``
+     = 1: the per-turn rewards add up) and give every turn of it the group-relative advantage
+     ``A_i = (R_i − mean_g R) / std_g R`` (``scale_rewards``);
+   - ``"turn"`` (return-batch-normalised REINFORCE, REINFORCE++ of Hu et al. 2025): each turn gets its
+     own return-to-go ``G_t = r_t + γ G_{t+1}``, minus the group's mean return-to-go at the same turn
+     (``group_baseline``; GAE over turns with it as the value when ``lam`` < 1,
+     :func:`~agentgym.trainers.advantages.turn_advantages`), divided by the std over all turns of the
+     batch; without the baseline the returns-to-go are z-scored over the batch. A turn's advantage
+     applies to the tokens of that turn only, in both context modes. Per-turn normalisation is biased
+     where episodes differ in length (a long episode's turns weigh more); ``benchmarks/credit_assignment.py``
+     measures the two schemes side by side.
+
+   Groups whose returns all tie carry no signal under GRPO and are counted in ``frac_zero_std``;
 3. take ``num_iterations`` gradient steps on the clipped surrogate over the policy's tokens only
    (env tokens are masked out), plus ``beta`` · KL(π ‖ π_ref) with the k3 estimator::
 
@@ -24,19 +36,31 @@ the KL anchor matters more than anything after tokenisation. With ``beta=0`` the
 into a partial rule as groups collapsed to zero reward variance; ``beta≈0.3`` to the SFT model kept
 it exploring. Real 1–8 B models want ``learning_rate`` 1e-6–5e-6 and ``beta`` 0.01–0.1 (the
 defaults); the ~1 M-parameter tiny model wants ~3e-4 with a warm-up.
+
+A real model on one GPU (:class:`~agentgym.trainers.config.ModelConfig`): ``dtype="bfloat16"``,
+``gradient_checkpointing=True`` and LoRA adapters (``lora_r=16``; with ``beta > 0`` the reference is the
+frozen base itself, adapters disabled, so no second copy is held); the device is CUDA when present. With
+adapters, checkpoints and ``final/`` hold the adapters only, and ``LLMPolicy.from_pretrained`` of them
+loads the base they name. LoRA wants a learning rate ~3–10× full fine-tuning's.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import torch
 from pydantic import Field
 
-from agentgym.trainers.advantages import clipped_surrogate, group_relative_advantages, kl_k3
+from agentgym.trainers.advantages import (
+    GroupAdvantages,
+    clipped_surrogate,
+    group_relative_advantages,
+    kl_k3,
+    turn_advantages,
+)
 from agentgym.trainers.online import OnlineConfig, OnlineTrainer
 from agentgym.trainers.rollout import Episode, Sample, episode_metrics, random_resets, rollout
 
@@ -55,25 +79,94 @@ class GRPOConfig(OnlineConfig):
     epsilon_low: float = Field(0.2, gt=0, description="Clip range below 1 for the probability ratio.")
     epsilon_high: float = Field(0.2, gt=0, description="Clip range above 1 (DAPO's clip-higher: 0.28).")
     scale_rewards: Literal["group", "batch", "none"] = Field(
-        "group", description="Divide advantages by the group's reward std, the batch's, or not at all."
+        "group",
+        description="Divide advantages by the group's reward std, the batch's, or not at all (trajectory scheme; the "
+        "turn scheme always divides by the batch std).",
     )
     loss_type: Literal["grpo", "dr_grpo", "dapo"] = Field("dapo", description="How token losses are averaged.")
     num_iterations: int = Field(1, ge=1, description="Gradient steps per rollout batch (μ in the paper).")
     skip_zero_std: bool = Field(False, description="Drop groups whose rewards all tie from the loss (and the KL).")
+    credit_assignment: Literal["trajectory", "turn"] = Field(
+        "trajectory",
+        description="trajectory: one group-relative advantage per episode, shared by all its turns (GRPO); turn: "
+        "per-turn returns-to-go, minus a group baseline (group_baseline), scaled over the batch (REINFORCE++).",
+    )
+    gamma: float = Field(
+        1.0,
+        ge=0,
+        le=1,
+        description="Discount per turn: an episode's score is sum_t gamma^t r_t (trajectory) or each turn's "
+        "return-to-go is r_t + gamma G_{t+1} (turn).",
+    )
+    lam: float = Field(
+        1.0,
+        ge=0,
+        le=1,
+        description="turn scheme: GAE lambda over turns with the group baseline as the value (1: returns-to-go "
+        "minus the baseline; without a baseline, the returns-to-go discounted by gamma * lam).",
+    )
+    group_baseline: bool = Field(
+        True,
+        description="turn scheme: subtract the group's mean return-to-go at the same turn (then divide by the "
+        "batch std); False: z-score the returns-to-go over the batch (the batch mean is the baseline).",
+    )
 
 
 @dataclass
 class UniqueSample:
-    """A sample the update computes once for all its identical copies (same tokens, advantages of one sign)."""
+    """A sample the update computes once for all its identical copies (same tokens, advantages of the same signs).
+
+    ``advantage_sums[k]`` sums the copies' advantages of the sample's ``k``-th run of policy tokens (a turn)."""
 
     sample: Sample
-    advantage_sum: float = 0.0
+    advantage_sums: list[float] = field(default_factory=lambda: [0.0])
     count: int = 0
 
     @property
-    def advantage(self) -> float:
-        """The copies' mean advantage (0 for the placeholder a rank with nothing to learn sends)."""
-        return self.advantage_sum / max(self.count, 1)
+    def advantages(self) -> list[float]:
+        """The copies' mean advantage per turn (0 for the placeholder a rank with nothing to learn sends)."""
+        return [a / max(self.count, 1) for a in self.advantage_sums]
+
+
+def _spans(mask: list[int]) -> list[tuple[int, int]]:
+    """``(start, end)`` of every maximal run of 1s in ``mask``: the turns of a sample's policy tokens."""
+    spans, start = [], None
+    for i, m in enumerate([*mask, 0]):
+        if m and start is None:
+            start = i
+        elif not m and start is not None:
+            spans.append((start, i))
+            start = None
+    return spans
+
+
+def _sample_advantages(episode: Episode, turn_advantages: list[float]) -> list[tuple[Sample, list[float]]]:
+    """The episode's samples that hold policy tokens, each with one advantage per run of policy tokens.
+
+    In ``summary`` mode sample ``i`` is turn ``i``; in ``append`` mode the one sample's runs are the turns. Should
+    the runs not match the turns, every run gets the first turn's advantage (its return covers the episode)."""
+    if len(episode.samples) == len(turn_advantages):
+        pairs = [(s, [a] * len(_spans(s.loss_mask))) for s, a in zip(episode.samples, turn_advantages, strict=True)]
+    else:
+        runs = [len(_spans(s.loss_mask)) for s in episode.samples]
+        if sum(runs) == len(turn_advantages):
+            ends = [sum(runs[: i + 1]) for i in range(len(runs))]
+            pairs = [(s, turn_advantages[e - n : e]) for s, n, e in zip(episode.samples, runs, ends, strict=True)]
+        else:
+            first = turn_advantages[0] if turn_advantages else 0.0
+            pairs = [(s, [first] * n) for s, n in zip(episode.samples, runs, strict=True)]
+    return [(s, a) for s, a in pairs if a]
+
+
+def _token_advantages(chunk: list[UniqueSample], width: int) -> torch.Tensor:
+    """A ``len(chunk) × width`` tensor holding each sample's per-turn advantage on that turn's tokens (0 elsewhere)."""
+    rows = []
+    for u in chunk:
+        row = [0.0] * width
+        for (start, end), a in zip(_spans(u.sample.loss_mask), u.advantages, strict=True):
+            row[start:end] = [a] * (end - start)
+        rows.append(row)
+    return torch.tensor(rows)
 
 
 class GRPO(OnlineTrainer):
@@ -106,11 +199,7 @@ class GRPO(OnlineTrainer):
         scores = self.reward_model_scores(episodes)
         turn_rewards = self.turn_rewards(episodes, scores)
         self.log_episodes(episodes, turn_rewards, scores)
-        rewards = torch.tensor([sum(r) for r in turn_rewards])
-        groups = group_relative_advantages(rewards, cfg.num_generations, scale=cfg.scale_rewards == "group")
-        advantages = groups.advantages
-        if cfg.scale_rewards == "batch":
-            advantages = advantages / (rewards.std() + 1e-4)
+        advantages, groups = self.advantages(turn_rewards)
         stats = self._update(episodes, advantages, groups.tied)
         self.step += 1
         generated = sum(ep.response_tokens for ep in episodes)
@@ -130,33 +219,62 @@ class GRPO(OnlineTrainer):
             }
         )
 
-    def _update(self, episodes: list[Episode], advantages: torch.Tensor, tied: torch.Tensor) -> dict[str, float]:
+    def advantages(self, turn_rewards: list[list[float]]) -> tuple[list[list[float]], GroupAdvantages]:
+        """Each episode's per-turn advantages under ``credit_assignment``, and the group statistics of the
+        episodes' returns (``frac_zero_std``, ``skip_zero_std``). Episodes come in groups of ``num_generations``."""
         cfg = self.config
-        # Identical samples (same tokens; advantages of the same sign) are computed once with a weight:
+        if cfg.gamma == 1.0:
+            returns = torch.tensor([sum(r) for r in turn_rewards])
+        else:
+            returns = torch.tensor([sum(cfg.gamma**t * x for t, x in enumerate(r)) for r in turn_rewards])
+        groups = group_relative_advantages(returns, cfg.num_generations, scale=cfg.scale_rewards == "group")
+        if cfg.credit_assignment == "trajectory":
+            advantages = groups.advantages
+            if cfg.scale_rewards == "batch":
+                advantages = advantages / (returns.std() + 1e-4)
+            return [[a] * len(r) for a, r in zip(advantages.tolist(), turn_rewards, strict=True)], groups
+        group_ids = [i // cfg.num_generations for i in range(len(turn_rewards))] if cfg.group_baseline else None
+        per_turn = turn_advantages([torch.tensor(r) for r in turn_rewards], group_ids, cfg.gamma, cfg.lam)
+        flat = torch.cat(per_turn) if per_turn else torch.zeros(0)
+        n, total, total_sq = self.group.sum(flat.numel(), float(flat.sum()), float((flat**2).sum()))  # the batch
+        mean = 0.0 if cfg.group_baseline or not n else total / n
+        std = math.sqrt(max(total_sq / n - mean**2, 0.0) * n / (n - 1)) if n > 1 else 0.0
+        return [((a - mean) / (std + 1e-4)).tolist() for a in per_turn], groups
+
+    def _update(
+        self, episodes: list[Episode], advantages: list[list[float]] | torch.Tensor, tied: torch.Tensor
+    ) -> dict[str, float]:
+        """One update on ``episodes``; ``advantages[i]`` holds episode ``i``'s per-turn advantages (or one number
+        for all its turns)."""
+        cfg = self.config
+        if isinstance(advantages, torch.Tensor):
+            advantages = [[a] * max(ep.turns, 1) for a, ep in zip(advantages.tolist(), episodes, strict=True)]
+        # Identical samples (same tokens; advantages of the same signs) are computed once with a weight:
         # exact, since their ratios are equal and the clipped surrogate is linear in A for a fixed sign.
         # After SFT most turns of a group are identical, so this removes most of the update's work.
         merged: dict[tuple, UniqueSample] = {}
-        for ep, a, t in zip(episodes, advantages.tolist(), tied.tolist(), strict=True):
+        for ep, turn_adv, t in zip(episodes, advantages, tied.tolist(), strict=True):
             if cfg.skip_zero_std and t:
                 continue
-            for s in ep.samples:
-                if any(s.loss_mask):
-                    entry = merged.setdefault((a > 0, tuple(s.input_ids), tuple(s.loss_mask)), UniqueSample(s))
-                    entry.advantage_sum += a
-                    entry.count += 1
+            for s, a in _sample_advantages(ep, turn_adv):
+                key = (tuple(x > 0 for x in a), tuple(s.input_ids), tuple(s.loss_mask))
+                entry = merged.setdefault(key, UniqueSample(s, [0.0] * len(a)))
+                entry.advantage_sums = [x + y for x, y in zip(entry.advantage_sums, a, strict=True)]
+                entry.count += 1
         unique = list(merged.values())
         local = [sum(u.count for u in unique), sum(u.count * sum(u.sample.loss_mask) for u in unique)]
         n_samples, n_tokens = self.group.sum(*local)  # the loss is normalised over all ranks' batch
         if not n_tokens:
             return {"loss": 0.0, "kl": 0.0, "clipfrac": 0.0, "entropy": 0.0, "grad_norm": 0.0, "unique_samples": 1.0}
         if not unique:  # this rank has nothing to learn from, but must still join the gradient all-reduce
-            unique = [UniqueSample(next(s for ep in episodes for s in ep.samples if any(s.loss_mask)))]
+            first = next(s for ep in episodes for s in ep.samples if any(s.loss_mask))
+            unique = [UniqueSample(first, [0.0] * len(_spans(first.loss_mask)))]
         batches = []
         for start in range(0, len(unique), cfg.micro_batch_size):
             chunk = unique[start : start + cfg.micro_batch_size]
             batch = self.batch([u.sample for u in chunk])
             device = batch["input_ids"].device
-            batch["advantages"] = torch.tensor([u.advantage for u in chunk], device=device)[:, None]
+            batch["advantages"] = _token_advantages(chunk, batch["input_ids"].shape[1]).to(device)
             batch["weights"] = torch.tensor([float(u.count) for u in chunk], device=device)[:, None]
             with torch.no_grad():
                 if cfg.num_iterations > 1:

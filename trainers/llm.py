@@ -9,7 +9,11 @@ is here and works on token ids, never on re-tokenised text:
 - :meth:`LLMPolicy.generate` samples a batch of continuations with a KV cache (temperature, top-p,
   stop at the end of a tool call or at end-of-turn) and returns each token's sampling log-prob;
 - :func:`token_logprobs` is the training pass: the log-prob of chosen tokens under the current
-  weights, computing the output layer only where a loss will be taken.
+  weights, computing the output layer only where a loss will be taken;
+- :func:`prepare_policy` readies a policy for training a real model on one GPU: dtype, device, gradient
+  checkpointing and LoRA adapters (``peft``). A policy with adapters saves only them (``adapter_config.json``
+  + ``adapter_model.safetensors`` and the tokenizer); :meth:`LLMPolicy.from_pretrained` of such a directory
+  loads the base model the adapters name and puts them on it, and :meth:`LLMPolicy.merged` folds them in.
 """
 
 from __future__ import annotations
@@ -26,9 +30,26 @@ from torch import Tensor
 
 from agentgym.trainers.decoding import Decoder, PrefixCache, supports
 
-__all__ = ["Generation", "LLMPolicy", "TokenScores", "resolve_model_source", "score_tokens", "token_logprobs"]
+__all__ = [
+    "DTYPES",
+    "Generation",
+    "LLMPolicy",
+    "TokenScores",
+    "has_adapters",
+    "prepare_policy",
+    "resolve_device",
+    "resolve_model_source",
+    "score_tokens",
+    "token_logprobs",
+]
 
 TOOL_CALL_END = "</tool_call>"
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+"""The dtypes a trainer's ``dtype`` setting names."""
+
+ADAPTER_CONFIG = "adapter_config.json"
+"""What marks a directory of LoRA adapters (``peft``'s ``save_pretrained``)."""
 
 HUB_PROBE_TIMEOUT_S = 5.0
 """How long :func:`resolve_model_source` waits for the hub to say whether a model id exists. The metadata call
@@ -41,7 +62,8 @@ def resolve_model_source(name_or_path: str | Path) -> str:
     ``OSError`` when it cannot be loaded.
 
     - ``"tiny"``: the shipped tiny base model.
-    - A spec written as a path must be a model directory (one with ``config.json``): it starts with ``/``, ``.``
+    - A spec written as a path must be a model directory (one with ``config.json``, or LoRA adapters with
+      ``adapter_config.json``): it starts with ``/``, ``.``
       or ``~``, has a backslash or more than one ``/``, is no valid hub id, exists, or its first component
       exists here (``runs/nonexistent`` when ``runs/`` does).
     - Anything else is a hub id (``name`` or ``org/name``): returned at once if the Hugging Face cache holds it;
@@ -79,7 +101,7 @@ def _model_directory(text: str) -> str:
         raise FileNotFoundError(f"no model directory at {text} (a model directory, or a hub id such as org/name)")
     if not path.is_dir():
         raise FileNotFoundError(f"{text} is a file; give a model directory (with config.json) or a hub id")
-    if not (path / "config.json").is_file():
+    if not (path / "config.json").is_file() and not (path / ADAPTER_CONFIG).is_file():
         hint = f"; the run's model is {text.rstrip('/')}/final" if (path / "final" / "config.json").is_file() else ""
         raise FileNotFoundError(f"{text} has no config.json, so it is no from_pretrained model directory{hint}")
     return str(path)
@@ -154,23 +176,48 @@ class LLMPolicy:
         self._stop_ids = sorted(ids)
         # what decode() leaves out: end-of-turn/EOS and padding, but not the </tool_call> the parser reads
         self._hidden_ids = frozenset(ids - set(tok.encode(TOOL_CALL_END, add_special_tokens=False))) | {self.pad_id}
-        self._decoder = Decoder(self.model) if supports(self.model) else None
+        # the lean decoder reads the weights itself, so it would sample past LoRA adapters: those use model.forward
+        self._decoder = Decoder(self.model) if supports(self.model) and not has_adapters(self.model) else None
 
     @classmethod
     def from_pretrained(cls, name_or_path: str | Path, *, dtype: torch.dtype | None = None, **kwargs: Any) -> LLMPolicy:
         """Load model and tokenizer with ``from_pretrained``: a local path, a hub id, or ``"tiny"`` (the
         shipped tiny base model, :func:`agentgym.trainers.tiny_model.base_model_path`), checked first by
-        :func:`resolve_model_source` (a missing path is a one-line error at once, never a hub download)."""
+        :func:`resolve_model_source` (a missing path is a one-line error at once, never a hub download).
+
+        A directory of LoRA adapters (what a policy with adapters saves) loads the base model its
+        ``adapter_config.json`` names, in ``dtype``, with the adapters on it (trainable, float32)."""
         name_or_path = resolve_model_source(name_or_path)
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(name_or_path)
+        path = Path(name_or_path)
+        if (path / ADAPTER_CONFIG).is_file() and not (path / "config.json").is_file():
+            from peft import PeftConfig, PeftModel
+
+            base_name = PeftConfig.from_pretrained(name_or_path).base_model_name_or_path
+            if not base_name:
+                raise ValueError(f"{path / ADAPTER_CONFIG} names no base model (base_model_name_or_path)")
+            base = AutoModelForCausalLM.from_pretrained(
+                resolve_model_source(base_name), dtype=dtype or torch.float32, **kwargs
+            )
+            return cls(PeftModel.from_pretrained(base, name_or_path, is_trainable=True), tokenizer)
         model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=dtype or torch.float32, **kwargs)
         return cls(model, tokenizer)
 
     def save_pretrained(self, path: str | Path) -> None:
+        """Save the model (with LoRA adapters: the adapters only) and the tokenizer, for :meth:`from_pretrained`."""
         self.model.save_pretrained(path)
         self.tokenizer.save_pretrained(path)
+
+    def merged(self) -> LLMPolicy:
+        """A policy whose model has the LoRA adapters folded into its weights (a plain model; ``self`` is left
+        as it is). Without adapters, ``self``."""
+        if not has_adapters(self.model):
+            return self
+        import copy
+
+        return LLMPolicy(copy.deepcopy(self.model).merge_and_unload(), self.tokenizer, self.stop_strings)
 
     @property
     def device(self) -> torch.device:
@@ -293,7 +340,8 @@ class LLMPolicy:
         input_ids, attention = input_ids.to(device), attention.to(device)
         positions = (attention.cumsum(-1) - 1).clamp(min=0)
         # transformers ≥ 5.24 names the KV cache argument ``cache``; earlier versions ``past_key_values``.
-        cache_arg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+        base = model.get_base_model() if has_adapters(model) else model  # a peft model's forward takes **kwargs
+        cache_arg = "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
         cache = {cache_arg: DynamicCache()}
         out = model(
             input_ids=input_ids,
@@ -322,6 +370,71 @@ class LLMPolicy:
     def _ends_with_stop_text(self, tokens: Tensor) -> Tensor:
         tails = [self.tokenizer.decode(row[-8:], skip_special_tokens=False) for row in tokens.tolist()]
         return torch.tensor([any(t.endswith(s) for s in self._stop_texts) for t in tails], device=tokens.device)
+
+
+def has_adapters(model: Any) -> bool:
+    """Whether ``model`` is a ``peft`` model (LoRA adapters on a frozen base)."""
+    return hasattr(model, "peft_config") and hasattr(model, "disable_adapter")
+
+
+def resolve_device(spec: str | torch.device) -> torch.device:
+    """``"auto"``: CUDA when present, else the CPU; otherwise the torch device named (a one-line ``ValueError``
+    for a malformed name or a CUDA device on a machine without one)."""
+    if str(spec) == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(spec)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"device {spec!r} is no torch device (auto, cpu, cuda, cuda:1, ...)") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {spec!r}: CUDA is not available on this machine (use auto or cpu)")
+    return device
+
+
+def prepare_policy(
+    policy: LLMPolicy,
+    *,
+    dtype: str | None = None,
+    device: str | torch.device = "auto",
+    gradient_checkpointing: bool = False,
+    lora_r: int = 0,
+    lora_alpha: float = 16.0,
+    lora_dropout: float = 0.0,
+    lora_target_modules: list[str] | str = "all-linear",
+) -> LLMPolicy:
+    """``policy`` ready to train (the fields of :class:`agentgym.trainers.config.ModelConfig`): cast to ``dtype``
+    (a key of :data:`DTYPES`; None keeps it), moved to ``device``, with gradient checkpointing (non-reentrant)
+    and, with ``lora_r > 0``, LoRA adapters from ``peft`` on ``lora_target_modules`` while the base is frozen.
+
+    Adapters stay float32 over a bfloat16/float16 base. A policy that already has adapters (loaded from an
+    adapter directory) keeps them. Returns ``policy`` itself, or a new policy around the adapted model."""
+    model = policy.model
+    if dtype is not None:
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype {dtype!r}: choose one of {', '.join(DTYPES)}")
+        if has_adapters(model):  # cast the frozen base only
+            for p in model.parameters():
+                if not p.requires_grad:
+                    p.data = p.data.to(DTYPES[dtype])
+        else:
+            model.to(DTYPES[dtype])
+    model.to(resolve_device(device))
+    if gradient_checkpointing:
+        if hasattr(model, "activation_checkpointing_enable"):  # transformers ≥ 5.24's name
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if lora_r and not has_adapters(model):
+        from peft import LoraConfig, get_peft_model
+
+        target = lora_target_modules if isinstance(lora_target_modules, str) else list(lora_target_modules)
+        lora = LoraConfig(
+            r=lora_r, lora_alpha=lora_alpha, lora_dropout=lora_dropout, target_modules=target, task_type="CAUSAL_LM"
+        )
+        model = get_peft_model(model, lora)
+    if model is policy.model:
+        return policy
+    return LLMPolicy(model, policy.tokenizer, policy.stop_strings)
 
 
 def _sample(
@@ -373,7 +486,7 @@ def score_tokens(
     cost. The hidden state that predicts token ``t`` is the state that token was chosen in, so it is
     also where ``V(s_t)`` is read. Entropy carries gradient only with ``entropy_grad``.
     """
-    hidden = model.get_decoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+    hidden = model.get_decoder()(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
     rows, cols = loss_mask[:, 1:].bool().nonzero(as_tuple=True)
     state = hidden[rows, cols]  # predicts the token at cols + 1
     logits = model.get_output_embeddings()(state).float()

@@ -13,7 +13,10 @@ The RLHF recipe (Ouyang et al. 2022; Ziegler et al. 2019), with env turns in bet
        r_t = −β · (log π_old(a_t) − log π_ref(a_t))  +  r_turn   if t ends a turn
 
    (the per-token KL penalty of RLHF PPO); then GAE (``advantages.gae``) with ``gamma``/``lam`` over
-   that token sequence, the episode's last token terminal; advantages are whitened over the batch;
+   that token sequence, the episode's last token terminal; advantages are whitened over the batch.
+   ``discount_unit="turn"`` discounts per turn instead of per token (γ and λ act only between one
+   turn's last token and the next turn's first), so γ means the same as GRPO's ``gamma`` however long
+   the responses are;
 4. ``ppo_epochs`` passes over ``num_minibatches`` minibatches of the loss::
 
        L = −min(ρ_t A_t, clip(ρ_t, 1 ± ε) A_t) + vf_coef · ½ max((V − R)², (V_clip − R)²) − ent_coef · H_t
@@ -33,7 +36,7 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from pydantic import Field
@@ -58,8 +61,13 @@ class LLMPPOConfig(OnlineConfig):
     value_clip: float | None = Field(0.2, gt=0, description="How far V may move from V_old per batch (None: off).")
     vf_coef: float = Field(0.1, ge=0, description="Weight of the value loss.")
     ent_coef: float = Field(0.0, ge=0, description="Weight of the entropy bonus.")
-    gamma: float = Field(1.0, ge=0, le=1, description="Discount per policy token.")
-    lam: float = Field(0.95, ge=0, le=1, description="GAE λ.")
+    gamma: float = Field(1.0, ge=0, le=1, description="Discount per policy token, or per turn (discount_unit).")
+    lam: float = Field(0.95, ge=0, le=1, description="GAE λ, per policy token or per turn (discount_unit).")
+    discount_unit: Literal["token", "turn"] = Field(
+        "token",
+        description="What gamma and lam discount: every policy token (RLHF PPO), or every turn (the step from a "
+        "turn's last token to the next turn's first; inside a turn gamma = lam = 1).",
+    )
     whiten_advantages: bool = Field(True, description="Normalise advantages to mean 0, std 1 over the batch.")
 
 
@@ -168,7 +176,11 @@ class LLMPPO(OnlineTrainer):
             terminal = torch.zeros(len(where))
             terminal[-1] = 1.0
             next_v = torch.cat([v[1:], v.new_zeros(1)])
-            adv, ret = gae(r, v, next_v, terminal, gamma=cfg.gamma, lam=cfg.lam)
+            gamma, lam = cfg.gamma, cfg.lam
+            if cfg.discount_unit == "turn":  # discount only where a turn ends and the next begins
+                gamma, lam = torch.ones(len(where)), torch.ones(len(where))
+                gamma[ends], lam[ends] = cfg.gamma, cfg.lam
+            adv, ret = gae(r, v, next_v, terminal, gamma=gamma, lam=lam)
             for k, (j, t) in enumerate(where):
                 advantages[j][t], returns[j][t] = adv[k], ret[k]
         masks = [torch.tensor(s.loss_mask, dtype=torch.bool) for s in samples]

@@ -48,8 +48,8 @@ from torch import Tensor
 
 from agentgym.registration import make_env
 from agentgym.trainers.checkpoint import load_trainer_state, save_checkpoint
-from agentgym.trainers.config import AdamWConfig, CheckpointConfig, EvalConfig
-from agentgym.trainers.llm import LLMPolicy, TokenScores, score_tokens
+from agentgym.trainers.config import AdamWConfig, CheckpointConfig, EvalConfig, ModelConfig
+from agentgym.trainers.llm import DTYPES, LLMPolicy, TokenScores, has_adapters, prepare_policy, score_tokens
 from agentgym.trainers.optim import adamw_with_warmup
 from agentgym.trainers.rollout import Episode, Sample, collate, evaluate_split
 from agentgym.trainers.run_dir import EpisodeLog, RunDir
@@ -57,9 +57,10 @@ from agentgym.trainers.run_dir import EpisodeLog, RunDir
 __all__ = ["OnlineConfig", "OnlineTrainer", "ProcessGroup", "TokenScorer"]
 
 
-class OnlineConfig(CheckpointConfig, AdamWConfig, EvalConfig):
-    """The settings every online LLM trainer has (GRPO and PPO add their own); the env, evaluation, optimizer
-    and checkpoint fields come from :mod:`agentgym.trainers.config`."""
+class OnlineConfig(CheckpointConfig, AdamWConfig, ModelConfig, EvalConfig):
+    """The settings every online LLM trainer has (GRPO and PPO add their own); the env, evaluation, model
+    (dtype, device, gradient checkpointing, LoRA), optimizer and checkpoint fields come from
+    :mod:`agentgym.trainers.config`."""
 
     steps: int = Field(200, ge=1, description="Training steps (one rollout batch each).")
     adam_betas: tuple[float, float] = (0.9, 0.99)
@@ -195,12 +196,22 @@ class OnlineTrainer:
         self.group = ProcessGroup()
         probe = make_env(cfg.env_id, cfg.train_split, cfg.env_kwargs)  # a bad env id fails before a model loads
         self.num_tasks = getattr(probe.unwrapped, "num_tasks", None)
-        self.policy = policy if isinstance(policy, LLMPolicy) else LLMPolicy.from_pretrained(policy)
+        dtype = DTYPES[cfg.dtype] if cfg.dtype else None
+        self.policy = policy if isinstance(policy, LLMPolicy) else LLMPolicy.from_pretrained(policy, dtype=dtype)
+        torch.manual_seed(cfg.seed)  # new LoRA adapters are initialised from the run's seed
+        self.policy = prepare_policy(self.policy, **{k: getattr(cfg, k) for k in ModelConfig.model_fields})
         self.group.place(self.policy.model)
         self.out_dir = Path(out_dir) if out_dir is not None else None
         self.run = RunDir(self.out_dir) if self.out_dir is not None else None
         self.episode_log = EpisodeLog(self.run.path / "episodes.jsonl") if self.run is not None else None
         self.reference_path = str(reference) if isinstance(reference, str | Path) else self.policy.model.name_or_path
+        # with LoRA, a reference that is the frozen base (none given, or the base's own path when a run resumes) is
+        # the policy with its adapters disabled: no second copy of the model
+        self._reference_is_base = (
+            cfg.beta > 0
+            and has_adapters(self.policy.model)
+            and (reference is None or str(reference) == str(self.policy.model.name_or_path))
+        )
         self.reference = self._reference_model(reference) if cfg.beta > 0 else None
         self.reward_model = self._reward_model() if cfg.reward_model else None
         self.envs = [probe] + [
@@ -211,7 +222,7 @@ class OnlineTrainer:
         self.generator = torch.Generator().manual_seed(cfg.seed + self.rank)  # sampling differs per rank
         self.scorer = TokenScorer(self.policy.model, self.value_head())  # the trained module
         self.optimizer, self.scheduler = adamw_with_warmup(
-            self.scorer.parameters(),
+            [p for p in self.scorer.parameters() if p.requires_grad],  # with LoRA: the adapters (and a value head)
             cfg.learning_rate,
             cfg.warmup_steps,
             betas=cfg.adam_betas,
@@ -221,10 +232,13 @@ class OnlineTrainer:
         self.step = 0
 
     def _reference_model(self, reference: LLMPolicy | str | Path | None) -> torch.nn.Module:
+        if self._reference_is_base:
+            return self.policy.model  # scored with its adapters disabled (reference_logp), never trained through
         if isinstance(reference, LLMPolicy):
             model = reference.model
         elif isinstance(reference, str | Path):
-            model = LLMPolicy.from_pretrained(reference).model.to(self.policy.device)
+            dtype = DTYPES[self.config.dtype] if self.config.dtype else None
+            model = LLMPolicy.from_pretrained(reference, dtype=dtype).model.to(self.policy.device)
         else:
             model = copy.deepcopy(self.policy.model)
         return model.eval().requires_grad_(False)
@@ -404,7 +418,8 @@ class OnlineTrainer:
     # ------------------------------------------------------------------ helpers for train_step
 
     def reference_logp(self, batch: dict[str, Tensor]) -> Tensor:
-        with torch.no_grad():
+        base = self.policy.model.disable_adapter() if self._reference_is_base else contextlib.nullcontext()
+        with torch.no_grad(), base:
             return score_tokens(
                 self.reference,
                 batch["input_ids"],

@@ -98,7 +98,7 @@ class Sample:
 
 @dataclass
 class Episode:
-    """One episode: its samples, and per turn the action text, reward and parse results.
+    """One episode: its samples, and per turn the action text, reward (and its components) and parse results.
 
     ``observations`` holds the first observation and the observation after every action, so
     ``observations[i]`` is what the policy answered with ``actions[i]``.
@@ -109,6 +109,8 @@ class Episode:
     observations: list[str] = field(default_factory=list)
     actions: list[str] = field(default_factory=list)
     rewards: list[float] = field(default_factory=list)
+    reward_components: list[dict[str, float]] = field(default_factory=list)
+    """Per turn, the env's ``info["reward_components"]`` (what the turn's reward is made of; {} if it reports none)."""
     canonical: list[bool] = field(default_factory=list)
     valid: list[bool] = field(default_factory=list)
     terminated: bool = False
@@ -247,6 +249,12 @@ class _Run:
         ep.actions.append(text)
         ep.observations.append(obs)
         ep.rewards.append(float(reward))
+        components = info.get("reward_components")
+        ep.reward_components.append(
+            {str(k): float(v) for k, v in components.items() if isinstance(v, int | float)}
+            if isinstance(components, dict)
+            else {}
+        )
         ep.canonical.append(bool(info.get("canonical", False)))
         ep.valid.append(info.get("parse_error") is None and bool(info.get("tool_calls", True)))
         ep.success = bool(info.get("success", False))

@@ -174,15 +174,50 @@ _CODAS = ["", "", "", "n", "r", "l", "s", "m", "k", "t", "nd", "rg", "x", "sk", 
 _ID_ONSETS = ["b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "pl", "gr", "st", "tr"]
 
 
-def _identifier(rng: random.Random, words: list[str]) -> str:
-    """A word from ``words`` or, half the time, a made-up one: names the model must read, not remember."""
+def _identifier(rng: random.Random, words: list[str], mix: CorpusMix | None = None) -> str:
+    """A word from ``words`` or, half the time, a made-up one: names the model must read, not remember.
+
+    With ``mix.spelled_ids``, a made-up identifier is as often a run of random letters (:func:`spelled_word`)
+    as a pronounceable one, and with ``mix.compound_ids`` two words joined by ``_``, as real tool and
+    parameter names often are."""
     if rng.random() < 0.5:
         return rng.choice(words)
-    return _made_up_word(rng)
+    return _made_up_identifier(rng, mix)
+
+
+def _made_up_identifier(rng: random.Random, mix: CorpusMix | None) -> str:
+    if mix is None or not (mix.spelled_ids or mix.compound_ids):  # draws nothing more: the first corpus
+        return _made_up_word(rng)
+    word = spelled_word(rng) if rng.random() < mix.spelled_ids else _made_up_word(rng)
+    if rng.random() < mix.compound_ids:
+        word += "_" + (spelled_word(rng) if rng.random() < mix.spelled_ids else _made_up_word(rng))
+    return word
 
 
 def _made_up_word(rng: random.Random) -> str:
     return "".join(rng.choice(_ID_ONSETS) + rng.choice("aeiou") for _ in range(rng.randint(1, 3))) + rng.choice("nrstx")
+
+
+# English letters by how often they occur in text: random spellings with every letter in it, most of them the
+# common ones, so every piece of the tokenizer turns up in names (a syllable generator covers only its own).
+_LETTER_WEIGHTS = {
+    "e": 12.7, "t": 9.1, "a": 8.2, "o": 7.5, "i": 7.0, "n": 6.7, "s": 6.3, "h": 6.1, "r": 6.0, "d": 4.3, "l": 4.0,
+    "c": 2.8, "u": 2.8, "m": 2.4, "w": 2.4, "f": 2.2, "g": 2.0, "y": 2.0, "p": 1.9, "b": 1.5, "v": 1.0, "k": 0.8,
+    "j": 0.2, "x": 0.2, "q": 0.1, "z": 0.1,
+}
+_ACCENTED = {"a": "áàâäãå", "e": "éèêë", "i": "íìîï", "o": "óòôöõø", "u": "úùûü", "c": "çč", "n": "ñń", "s": "šś"}
+
+
+def spelled_word(rng: random.Random, accents: float = 0.0) -> str:
+    """3–10 random letters, drawn by their frequency in English text (``accents``: the share accented)."""
+    letters = rng.choices(list(_LETTER_WEIGHTS), weights=list(_LETTER_WEIGHTS.values()), k=rng.randint(3, 10))
+    return "".join(rng.choice(_ACCENTED[c]) if c in _ACCENTED and rng.random() < accents else c for c in letters)
+
+
+def spelled_name(rng: random.Random) -> str:
+    """A proper name of 1–3 capitalised :func:`spelled_word` words, sometimes accented or hyphenated."""
+    words = [spelled_word(rng, 0.08).capitalize() for _ in range(rng.choices([1, 2, 3], weights=[5, 4, 1])[0])]
+    return ("-" if len(words) > 1 and rng.random() < 0.15 else " ").join(words)
 
 
 _CODE_CHARS = (
@@ -235,6 +270,12 @@ class CorpusMix:
     quantities and cannot call a tool named otherwise (``get_weather``)."""
     code_share: float = 0.25
     """Share of copy drills whose name is a made-up code (:func:`made_up_code`) instead of a proper name."""
+    spelled_names: float = 0.0
+    """Share of proper names spelled from random letters (:func:`spelled_name`) instead of syllables."""
+    spelled_ids: float = 0.0
+    """Share of made-up tool and parameter names spelled from random letters (see :func:`_identifier`)."""
+    compound_ids: float = 0.0
+    """Share of made-up tool and parameter names of two words joined by ``_``."""
     max_quantities: int = 3
 
 
@@ -332,13 +373,13 @@ def _document(rng: random.Random, mix: CorpusMix) -> list[dict[str, str]]:
     """
     n = rng.randint(1, mix.max_quantities)
     picked = rng.sample(_QUANTITIES, n)
-    subject = _identifier(rng, _SUBJECTS)
-    verb = _identifier(rng, _VERBS)
+    subject = _identifier(rng, _SUBJECTS, mix)
+    verb = _identifier(rng, _VERBS, mix)
     lookups = [(f"{verb}_{_suffix(rng, mix, q)}", q, unit) for q, unit in picked]
     rules = [_rule(rng, q, unit) for q, unit in picked]
-    final = _identifier(rng, _FINAL_VERBS)
-    yes, why = _identifier(rng, _BOOL_PARAMS), _identifier(rng, _TEXT_PARAMS)
-    entity = made_up_name(rng)
+    final = _identifier(rng, _FINAL_VERBS, mix)
+    yes, why = _identifier(rng, _BOOL_PARAMS, mix), _identifier(rng, _TEXT_PARAMS, mix)
+    entity = _name(rng, mix)
     truth = rng.random() < 0.5
     fits = [True] * n if truth else [rng.random() < 0.5 for _ in range(n)]
     if not truth:
@@ -403,20 +444,30 @@ def _suffix(rng: random.Random, mix: CorpusMix, quantity: str) -> str:
     """A lookup tool's name after its verb: the quantity it returns or, with ``mix.opaque_tools``, a made-up
     word, so the name has to be copied from the tool list rather than recalled from the quantity."""
     if mix.opaque_tools and rng.random() < mix.opaque_tools:  # draws nothing at 0: the shipped corpus is unchanged
-        return _made_up_word(rng)
+        return _made_up_identifier(rng, mix)
     return quantity
+
+
+def _name(rng: random.Random, mix: CorpusMix) -> str:
+    """The entity a chat is about: a pronounceable made-up name or, with ``mix.spelled_names``, a spelled one."""
+    if mix.spelled_names and rng.random() < mix.spelled_names:
+        return spelled_name(rng)
+    return made_up_name(rng)
 
 
 def _copy_drill(rng: random.Random, mix: CorpusMix) -> list[dict[str, str]]:
     """One short chat whose answer copies a name: ``find_depth(site), decide(ok, why)`` / ``Name · depth ? ·
     decision pending`` → ``find_depth(site="Name")``."""
     quantity = rng.choice(_QUANTITIES)[0]
-    lookup = f"{_identifier(rng, _VERBS)}_{_suffix(rng, mix, quantity)}"
-    subject = _identifier(rng, _SUBJECTS)
-    final = (_identifier(rng, _FINAL_VERBS), [_identifier(rng, _BOOL_PARAMS), _identifier(rng, _TEXT_PARAMS)])
+    lookup = f"{_identifier(rng, _VERBS, mix)}_{_suffix(rng, mix, quantity)}"
+    subject = _identifier(rng, _SUBJECTS, mix)
+    final = (
+        _identifier(rng, _FINAL_VERBS, mix),
+        [_identifier(rng, _BOOL_PARAMS, mix), _identifier(rng, _TEXT_PARAMS, mix)],
+    )
     tools = [(lookup, [subject]), final]
     rng.shuffle(tools)
-    entity = made_up_code(rng) if rng.random() < mix.code_share else made_up_name(rng)
+    entity = made_up_code(rng) if rng.random() < mix.code_share else _name(rng, mix)
     user = f"{signatures(tools)}\n{entity} · {quantity} ? · decision pending"
     action = render_call(rng, ToolCall(lookup, {subject: entity}), mix.canonical)
     return [{"role": "user", "content": user}, {"role": "assistant", "content": action}]

@@ -14,7 +14,17 @@ the top ``quantile``:
   yet the reward was high (a reward model never shown such episodes may like them);
 - ``long`` / ``short``: response length per turn far from the run's median (robust z-score
   ``|x − median| / (1.4826 · MAD)`` above ``z``), or responses cut at ``max_new_tokens``;
-- ``format``: a turn that was not a canonical tool call, or not a valid one.
+- ``format``: a turn that was not a canonical tool call, or not a valid one;
+- ``process-over-bound``: replayed in the run's training env, the episode earned more process reward (the
+  ``"process"`` component of ``info["reward_components"]``) than the env's per-episode bound
+  ``env.unwrapped.process_reward`` — an intermediate reward being farmed;
+- ``replay-mismatch``: replayed, the env pays another total than the run logged (a log from another env, or an
+  env that is not deterministic under its seed).
+
+Replays: the audited episodes (at most ``max_replays``, highest reward first) are played again from their logged
+``reset`` with their logged actions, in ``gym.make`` of the run's ``config.json`` (env id, training split, env
+kwargs); a run without that config, or an env that cannot be made, is audited without replays (``replayed`` 0).
+The report gives the largest and the mean process reward per replayed episode next to the bound.
 
 The share of top episodes that fail the rules is the headline: near 0 for an honest reward; a
 reward model being hacked shows it rising over training.
@@ -23,10 +33,12 @@ reward model being hacked shows it rising over training.
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentgym.app.reports import error_line
@@ -103,10 +115,22 @@ class AuditReport(BaseModel):
     rule_fail_rate_by_step: dict[int, float]
     flagged: list[dict[str, Any]]
     """Flagged top episodes, highest reward first, each with its ``flags``."""
+    replayed: int = 0
+    """Audited episodes replayed in the run's env (see the module docstring)."""
+    process_bound: float | None = None
+    """The env's per-episode process-reward bound (``process_reward``; None: the env has no process reward)."""
+    process_max: float | None = None
+    """The largest process reward a replayed episode earned."""
+    process_mean: float | None = None
+    process_over_bound: int = 0
+    """Replayed episodes that earned more process reward than ``process_bound``."""
 
 
-def audit_run(run_dir: str | Path, *, quantile: float = 0.9, top: int = 20, z: float = 3.5) -> AuditReport:
-    """Audit ``RUN_DIR/episodes.jsonl`` (see the module docstring); ``top`` caps the flagged list."""
+def audit_run(
+    run_dir: str | Path, *, quantile: float = 0.9, top: int = 20, z: float = 3.5, max_replays: int = 200
+) -> AuditReport:
+    """Audit ``RUN_DIR/episodes.jsonl`` (see the module docstring); ``top`` caps the flagged list, ``max_replays``
+    the episodes replayed (0: none)."""
     if not 0 <= quantile < 1:
         raise ValueError(f"quantile must be in [0, 1), got {quantile}")
     path = Path(run_dir) / "episodes.jsonl"
@@ -122,9 +146,19 @@ def audit_run(run_dir: str | Path, *, quantile: float = 0.9, top: int = 20, z: f
     median = statistics.median(lengths)
     mad = 1.4826 * statistics.median(abs(x - median) for x in lengths) or 1.0
     audited = [(e, n) for e, n in zip(episodes, lengths, strict=True) if e["reward"] >= threshold]
+    audited.sort(key=lambda item: -item[0]["reward"])
+    replayer = _Replayer.for_run(Path(run_dir)) if max_replays > 0 else None
+    process: list[float] = []
     flagged = []
-    for e, length in sorted(audited, key=lambda item: -item[0]["reward"]):
+    for k, (e, length) in enumerate(audited):
         flags = []
+        if replayer is not None and k < max_replays and (replay := replayer.replay(e)) is not None:
+            total, earned = replay
+            process.append(earned)
+            if replayer.bound is not None and earned > replayer.bound + 1e-9:
+                flags.append("process-over-bound")
+            if not math.isclose(total, e["env_reward"], rel_tol=1e-6, abs_tol=1e-6):
+                flags.append("replay-mismatch")
         if not e["success"]:
             flags.append("rule-fail")
         if e.get("rm_reward") is not None and e["env_reward"] < env_median:
@@ -140,6 +174,8 @@ def audit_run(run_dir: str | Path, *, quantile: float = 0.9, top: int = 20, z: f
             flags.append("format")
         if flags:
             flagged.append({**e, "flags": flags, "tokens_per_turn": length})
+    if replayer is not None:
+        replayer.env.close()
     by_step: dict[int, list[bool]] = {}
     for e, _ in audited:
         by_step.setdefault(e["step"], []).append(not e["success"])
@@ -151,7 +187,48 @@ def audit_run(run_dir: str | Path, *, quantile: float = 0.9, top: int = 20, z: f
         rule_fail_rate=sum(not e["success"] for e, _ in audited) / len(audited),
         rule_fail_rate_by_step={s: sum(v) / len(v) for s, v in sorted(by_step.items())},
         flagged=flagged[:top],
+        replayed=len(process),
+        process_bound=replayer.bound if replayer is not None else None,
+        process_max=max(process) if process else None,
+        process_mean=statistics.fmean(process) if process else None,
+        process_over_bound=sum(
+            replayer is not None and replayer.bound is not None and p > replayer.bound + 1e-9 for p in process
+        ),
     )
+
+
+class _Replayer:
+    """Plays logged episodes again in the run's training env: the total reward and the process reward earned."""
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+        bound = getattr(env.unwrapped, "process_reward", None)
+        self.bound = float(bound) if isinstance(bound, int | float) and bound > 0 else None
+
+    @classmethod
+    def for_run(cls, run_dir: Path) -> _Replayer | None:
+        """The replayer of the run's ``config.json`` env, or None (no config, or the env cannot be made)."""
+        from agentgym.registration import make_env
+
+        try:
+            config = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))["config"]
+            env = make_env(config["env_id"], config.get("train_split"), config.get("env_kwargs") or {})
+        except (OSError, ValueError, KeyError, TypeError, gym.error.Error):  # no config, or an env not made here
+            return None
+        return cls(env)
+
+    def replay(self, episode: dict[str, Any]) -> tuple[float, float] | None:
+        """``(total reward, process reward)`` of the episode replayed, or None if its reset cannot be replayed."""
+        reset = episode.get("reset")
+        if not isinstance(reset, dict) or not set(reset) <= {"seed", "options"}:
+            return None
+        from agentgym.app.flywheel import replay
+
+        try:
+            record, components = replay(self.env, reset, episode["actions"])
+        except (ValueError, TypeError, gym.error.Error):  # a reset the env refuses: not replayed
+            return None
+        return record.total_reward, components.get("process", 0.0)
 
 
 def format_audit(report: AuditReport) -> str:
@@ -163,6 +240,13 @@ def format_audit(report: AuditReport) -> str:
         f"**{report.rule_fail_rate:.0%} of them fail the env's rules**.",
         "",
     ]
+    if report.process_bound is not None and report.replayed:
+        lines += [
+            f"Process reward ({report.replayed} replayed): max {report.process_max:.3g}, mean "
+            f"{report.process_mean:.3g} per episode; bound {report.process_bound:.3g}; "
+            f"**{report.process_over_bound} over the bound**.",
+            "",
+        ]
     if not report.flagged:
         return "\n".join([*lines, "Nothing flagged."])
     lines += [

@@ -11,6 +11,10 @@ resume a killed run, and returns (and writes) a :class:`~agentgym.app.reports.Ru
 
 :func:`evaluate_suite` plays one agent on several envs' test splits into one directory (``agentgym eval --suite``).
 
+Retry with reflection (``evaluate_agent(..., retry=K)``, ``agentgym eval --retry K``): every episode is played in
+:class:`~agentgym.wrappers.Retry` with ``K`` attempts, and :func:`retry_stats` reports pass@1 (solved in the first
+attempt) and success-within-k for k = 1 … K, written to ``out_dir/retry.json``.
+
 Agent specs: ``random``, ``oracle``, ``qtable:PATH``, ``torch:PATH`` (see :func:`make_agent`),
 ``hf:PATH_OR_HUB_ID`` (a causal LM played by :func:`agentgym.trainers.rollout.rollout`, greedy by
 default) and ``openai:MODEL@BASE_URL`` (an OpenAI-compatible endpoint, :mod:`agentgym.app.openai_agent`).
@@ -22,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -48,12 +53,13 @@ from agentgym.app.reports import (
     write_json,
 )
 from agentgym.registration import split_kwargs
-from agentgym.wrappers import DiscreteToolActions, as_discrete
+from agentgym.wrappers import DiscreteToolActions, Retry, as_discrete, attempts_of
 
 __all__ = [
     "DEFAULT_EPISODES",
     "EvalReport",
     "RandomAgent",
+    "RetryStats",
     "default_suite",
     "eval_split_kwargs",
     "evaluate",
@@ -61,6 +67,7 @@ __all__ = [
     "evaluate_suite",
     "make_agent",
     "model_source",
+    "retry_stats",
 ]
 
 AGENT_SPECS = "'random', 'oracle', 'qtable:PATH', 'torch:PATH', 'hf:PATH_OR_HUB_ID' or 'openai:MODEL@BASE_URL'"
@@ -143,6 +150,36 @@ def evaluate(
         success_rate=float(np.mean(successes)),
         mean_length=float(np.mean(lengths)),
         returns=returns,
+    )
+
+
+class RetryStats(BaseModel):
+    """Success of a run played under :class:`~agentgym.wrappers.Retry`: ``success_within[k-1]`` is the share of
+    episodes solved in one of their first ``k`` attempts (``pass_at_1`` is ``success_within[0]``); rates are over
+    all episodes (failed ones count as unsolved). ``mean_attempts`` is over episodes played to their end."""
+
+    attempts: int
+    discount: float
+    episodes: int
+    pass_at_1: float
+    success_within: list[float]
+    mean_attempts: float
+
+
+def retry_stats(records: list[EpisodeRecord], attempts: int, discount: float = 0.5) -> RetryStats:
+    """:class:`RetryStats` of a retry run's episode records (the attempt count is read from the observations,
+    :func:`~agentgym.wrappers.attempts_of`)."""
+    n = max(len(records), 1)
+    used = [attempts_of(r.observations) for r in records]
+    within = [sum(r.success and a <= k for r, a in zip(records, used, strict=True)) / n for k in range(1, attempts + 1)]
+    played = [a for r, a in zip(records, used, strict=True) if r.error is None]
+    return RetryStats(
+        attempts=attempts,
+        discount=discount,
+        episodes=len(records),
+        pass_at_1=within[0],
+        success_within=within,
+        mean_attempts=float(np.mean(played)) if played else 0.0,
     )
 
 
@@ -262,9 +299,10 @@ class _PolicyPlayer(_Player):
         record.truncation = "max_steps"
 
 
-class _RemotePolicyPlayer(_Player):
-    """A ``predict`` agent (random, oracle, ...) on an ``agentgym/Remote-v0`` env, ``concurrency`` episodes at once:
-    each worker thread holds its own session (spread over the env's ``base_url`` list) and its own agent, and plays
+class _ConcurrentPolicyPlayer(_Player):
+    """A ``predict`` agent (random, oracle, ...) ``concurrency`` episodes at once, on an ``agentgym/Remote-v0`` env
+    or a local env whose work runs in subprocesses (``parallel_episodes``: CodeSandbox's sandboxes): each worker
+    thread holds its own env (a remote one: its own session, spread over the ``base_url`` list) and agent, and plays
     the next job (a random agent is reseeded per episode, so which worker plays an episode changes nothing)."""
 
     def __init__(self, spec: str, env_factory: Callable[[], gym.Env], seed: int, concurrency: int) -> None:
@@ -436,8 +474,6 @@ def _player(
     if kind == "hf":
         return _HFPlayer(model_source(arg), sampling, env_factory, concurrency)
     if kind == "openai":
-        import os
-
         from agentgym.app.openai_agent import OpenAIConfig, check_endpoint, parse_spec
 
         model, base_url = parse_spec(arg)
@@ -451,16 +487,19 @@ def _player(
         return _OpenAIPlayer(config, env_factory, concurrency, seed)
     if sampling:
         raise ValueError(f"sampling settings apply to hf: and openai: agents, not {spec!r}")
-    if concurrency > 1 and callable(getattr(env.unwrapped, "discrete_view", None)):  # a Remote-v0 env
+    remote = callable(getattr(env.unwrapped, "discrete_view", None))  # a Remote-v0 env
+    parallel = getattr(env.unwrapped, "parallel_episodes", False)  # its work runs in subprocesses (CodeSandbox)
+    if concurrency > 1 and (remote or parallel):
         make_agent(spec, env, seed=seed)  # a bad spec fails here, before any episode
-        return _RemotePolicyPlayer(spec, env_factory, seed, concurrency)
+        workers = concurrency if remote else min(concurrency, os.cpu_count() or 1)  # local: one per core
+        return _ConcurrentPolicyPlayer(spec, env_factory, seed, workers)
     policy, view = make_agent(spec, env, seed=seed)
     return _PolicyPlayer(policy, view)
 
 
 def evaluate_agent(
     env_id: str,
-    agent: str,
+    agent: str | Any,
     *,
     episodes: int | None = None,
     seed: int = 0,
@@ -473,8 +512,11 @@ def evaluate_agent(
     api_key_env: str | None = None,
     callback: Callable[[EpisodeRecord], None] | None = None,
     progress_bar: bool = False,
+    retry: int = 1,
+    retry_discount: float = 0.5,
 ) -> RunSummary:
-    """Play ``agent`` (a spec string, see the module docstring) on ``env_id`` and summarise the run.
+    """Play ``agent`` (a spec string, see the module docstring, or any object with SB3's ``predict(obs)`` playing
+    the text env, recorded under its class name) on ``env_id`` and summarise the run.
 
     Episode ``i`` is ``env.reset(seed=seed + i)``; with ``episodes=None`` an env with a fixed task
     list plays each task once (episode ``i`` is task ``i``), other envs play :data:`DEFAULT_EPISODES`
@@ -493,6 +535,12 @@ def evaluate_agent(
     ``api_key_env`` names the variable holding the endpoint's key. ``callback(record)`` is called
     after each episode is written; if it raises, the run stops there (and can be resumed).
 
+    ``retry=K`` (K > 1) plays every episode in :class:`~agentgym.wrappers.Retry` (``attempts=K``, ``discount=
+    retry_discount``): the summary's success is success within K attempts and its rewards are the wrapper's, and
+    ``out_dir/retry.json`` holds :class:`RetryStats` (pass@1 and success within 1 … K; :func:`retry_stats` computes
+    them from the records). The retry settings are part of the run (``agent_settings``), so a resume must match.
+    An ``hf:`` agent's ``max_turns`` (``sampling``) counts the turns of all attempts: raise it K-fold.
+
     Bad settings, a missing model and an unreachable endpoint raise before any episode is played. After
     that, one episode never stops the run: an agent or env that raises, or an env that pays a reward that
     is not a finite number, fails that episode (recorded with ``error``, e.g. ``"RuntimeError: ..."``;
@@ -507,36 +555,55 @@ def evaluate_agent(
         raise ValueError(f"concurrency must be at least 1, got {concurrency}")
     if resume and out_dir is None:
         raise ValueError("resume needs out_dir, the directory of the run to continue")
+    policy = None
+    if not isinstance(retry, int) or retry < 1:
+        raise ValueError(f"retry must be an int >= 1 (attempts per episode), got {retry!r}")
     kwargs = eval_split_kwargs(env_id, split, env_kwargs)
-    # Gymnasium's passive env checker breaks every step after a reset that raised (gymnasium 1.4), which would
-    # fail the episodes after a failed one; the registered envs pass check_env in the tests instead.
-    probe = gym.make(env_id, disable_env_checker=True, **kwargs)
+
+    def make() -> gym.Env:
+        # Gymnasium's passive env checker breaks every step after a reset that raised (gymnasium 1.4), which would
+        # fail the episodes after a failed one; the registered envs pass check_env in the tests instead.
+        env = gym.make(env_id, disable_env_checker=True, **kwargs)
+        return Retry(env, attempts=retry, discount=retry_discount) if retry > 1 else env
+
+    probe = make()
     try:
         base = probe.unwrapped
         num_tasks = getattr(base, "num_tasks", None)
         all_tasks = episodes is None and bool(num_tasks)
         n = num_tasks if all_tasks else (episodes or DEFAULT_EPISODES)
         resets = [{"seed": seed + i, **({"options": {"task_index": i}} if all_tasks else {})} for i in range(n)]
-        player = _player(
-            agent,
-            probe,
-            lambda: gym.make(env_id, disable_env_checker=True, **kwargs),
-            seed=seed,
-            concurrency=concurrency,
-            sampling=dict(sampling or {}),
-            api_key_env=api_key_env,
+        if not isinstance(agent, str):  # a policy object: played on the text env, one episode after another
+            if not callable(getattr(agent, "predict", None)):
+                raise ValueError(f"agent must be a spec string ({AGENT_SPECS}) or an object with predict(obs)")
+            policy, agent = agent, type(agent).__name__
+        player = (
+            _PolicyPlayer(policy, probe)
+            if policy is not None
+            else _player(
+                agent,
+                probe,
+                make,
+                seed=seed,
+                concurrency=concurrency,
+                sampling=dict(sampling or {}),
+                api_key_env=api_key_env,
+            )
         )
         config = RunConfig(
             env_id=env_id,
             env_kwargs=_plain(kwargs),
             split=kwargs.get("split"),
             agent=agent,
-            agent_settings=_plain(player.settings),
+            agent_settings=_plain(
+                {**player.settings, **({"retry": retry, "retry_discount": retry_discount} if retry > 1 else {})}
+            ),
             seed=seed,
             episodes=n,
             all_tasks=all_tasks,
         )
-        check = _RecordCheck(config, probe, _turn_limit(probe, player))
+        limit = _turn_limit(probe, player)
+        check = _RecordCheck(config, probe, None if limit is None else limit * retry, per_turn=retry == 1)
         previous = _prepare_out_dir(Path(out_dir), config, resume, check) if out_dir is not None else []
         finished = {r.index for r in previous if r.error is None}
         jobs = [(i, resets[i]) for i in range(n) if i not in finished]
@@ -555,6 +622,8 @@ def evaluate_agent(
             tasks=episode_tasks(probe, resets),
             timing=run_timing(wall, len(jobs), player.concurrency),
         )
+        if retry > 1 and out_dir is not None:
+            write_json(Path(out_dir) / "retry.json", retry_stats(records, retry, retry_discount))
         if out_dir is None:
             return summary
         if not jobs and (stored := _stored_summary(Path(out_dir), summary)) is not None:
@@ -711,11 +780,13 @@ class _RecordCheck:
     failed), and take no more actions than the env's time limit. Its rewards are finite numbers, and lie
     within the env's ``reward_bounds()`` where the env states them: a method returning the ``(low, high)``
     any one action can be paid (so ``turns · low <= return <= turns · high`` for any episode, finished or
-    not), or None. A record that breaks any of these is not from this run and env.
+    not), or None. A record that breaks any of these is not from this run and env. Under
+    :class:`~agentgym.wrappers.Retry` (``per_turn=False``) an attempt's rewards are paid at its last turn, so only
+    the return is checked: ``turns · min(low, 0) <= return <= turns · max(high, 0)``.
     """
 
-    def __init__(self, config: RunConfig, env: gym.Env, turn_limit: int | None) -> None:
-        self.config, self.turn_limit = config, turn_limit
+    def __init__(self, config: RunConfig, env: gym.Env, turn_limit: int | None, per_turn: bool = True) -> None:
+        self.config, self.turn_limit, self.per_turn = config, turn_limit, per_turn
         self.num_tasks = getattr(env.unwrapped, "num_tasks", None)
         bounds = getattr(env.unwrapped, "reward_bounds", None)
         self.reward_bounds = bounds() if callable(bounds) else None
@@ -739,7 +810,12 @@ class _RecordCheck:
             return f"episode {i} has {turns} actions but {len(record.observations)} observations (expected {turns + 1})"
         if self.turn_limit is not None and turns > self.turn_limit:
             return f"episode {i} took {turns} actions; this env ends an episode after {self.turn_limit}"
-        if self.reward_bounds is not None:
+        if self.reward_bounds is not None and not self.per_turn:
+            low, high = self.reward_bounds
+            total = record.total_reward
+            if not turns * min(low, 0) - 1e-9 <= total <= turns * max(high, 0) + 1e-9:
+                return f"episode {i} returned {total:g} in {turns} actions; this env pays [{low:g}, {high:g}] a turn"
+        elif self.reward_bounds is not None:
             low, high = self.reward_bounds
             for turn, reward in enumerate(record.rewards, 1):
                 if not low - 1e-9 <= reward <= high + 1e-9:
