@@ -68,6 +68,7 @@ __all__ = [
     "Turn",
     "past_turn",
     "parts_of",
+    "process_reward_weight",
     "recent_turns",
 ]
 
@@ -184,6 +185,16 @@ class ObservationParts:
         characters (:func:`recent_turns`; the oldest turns are dropped first)."""
         budget = None if max_chars is None else max_chars - len(replace(self, turns=()).render())
         return replace(self, turns=recent_turns(turns, n, budget))
+
+
+def process_reward_weight(value: object) -> float:
+    """A task's ``process_reward`` option checked: a finite number ≥ 0 (0 turns process rewards off), as a float.
+
+    Every task that pays process rewards keeps this bound on what one episode can earn from them in
+    ``env.unwrapped.process_reward`` (``agentgym audit`` checks logged episodes against it)."""
+    if not isinstance(value, int | float) or not 0 <= value < float("inf"):
+        raise ValueError(f"process_reward must be a finite number >= 0 (0: off), got {value!r}")
+    return float(value)
 
 
 def parts_of(env: gym.Env) -> ObservationParts | None:

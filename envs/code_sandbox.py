@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentgym.core import ToolEnv
+from agentgym.core import ToolEnv, process_reward_weight
 from agentgym.data import sha256_file
 from agentgym.envs.code_data import TASK_FILES, CodeTask, candidates, load_tasks
 from agentgym.envs.sandbox import Sandbox, SandboxResult, TestReport
@@ -172,9 +172,7 @@ class CodeSandboxEnv(ToolEnv):
             weights["test_improvement"] = test_improvement_reward
         self.rewards = RewardWeights.model_validate(weights)
         self.invalid_action_reward = self.rewards.invalid_action
-        if not isinstance(process_reward, int | float) or not 0 <= process_reward < float("inf"):
-            raise ValueError(f"process_reward must be a finite number >= 0 (0: off), got {process_reward!r}")
-        self.process_reward = float(process_reward)
+        self.process_reward = process_reward_weight(process_reward)
         if split not in ("train", "test", "all"):
             raise ValueError(f"split must be 'train', 'test' or 'all', got {split!r}")
         self.split = split

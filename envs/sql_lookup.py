@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentgym.core import ToolEnv
+from agentgym.core import ToolEnv, process_reward_weight
 from agentgym.data import sha256_file
 from agentgym.envs.sql_data import (
     DATABASE_V0,
@@ -342,9 +342,7 @@ class SQLLookupEnv(ToolEnv):
         render_mode: str | None = None,
     ) -> None:
         super().__init__(history=history, render_mode=render_mode)
-        if not isinstance(process_reward, int | float) or not 0 <= process_reward < float("inf"):
-            raise ValueError(f"process_reward must be a finite number >= 0 (0: off), got {process_reward!r}")
-        self.process_reward = float(process_reward)
+        self.process_reward = process_reward_weight(process_reward)
         """The most process reward an episode can earn (0: none)."""
         weights = rewards.model_dump() if isinstance(rewards, RewardWeights) else dict(rewards or {})
         if explore_reward is not None:

@@ -5,41 +5,18 @@ from __future__ import annotations
 
 import math
 
-import gymnasium as gym
 import pytest
 import torch
 
 import agentgym  # noqa: F401
-from agentgym.spaces import AnyText
 from agentgym.trainers.grpo import GRPO, GRPOConfig
 from agentgym.trainers.llm import LLMPolicy, has_adapters, prepare_policy, resolve_device, score_tokens
 from agentgym.trainers.rollout import RolloutConfig, collate
+from tests.test_grpo import VOWELS  # the toy env: reward = share of vowels in the response
 
 pytest.importorskip("peft")
 
-VOWELS = "test/LoraVowels-v0"
 MODEL = "tiny"  # the shipped pretrained base: LoRA adapts pretrained features (on random weights it barely moves)
-
-
-class VowelEnv(gym.Env):
-    """One turn: the reward is the share of the response's letters that are vowels (tests/test_grpo.py's toy)."""
-
-    def __init__(self) -> None:
-        self.observation_space = AnyText(1000)
-        self.action_space = AnyText(1000)
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        return "Say something.", {}
-
-    def step(self, action):
-        letters = [c for c in action.lower() if c.isalpha()]
-        reward = sum(c in "aeiou" for c in letters) / max(1, len(letters))
-        return "Done.", reward, True, False, {"success": reward > 0.5}
-
-
-if VOWELS not in gym.registry:
-    gym.register(VOWELS, entry_point=VowelEnv)
 
 
 def lora_config(**overrides) -> GRPOConfig:
