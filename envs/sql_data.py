@@ -76,10 +76,12 @@ __all__ = [
     "build_database",
     "build_tasks",
     "build_tasks_v1",
+    "build_training_tasks",
     "content_sha256",
     "has_top_level_order_by",
     "load_tasks",
     "sha256_file",
+    "test_questions",
     "write_tasks",
 ]
 
@@ -95,6 +97,9 @@ TASKS_V1_SHA256 = "9aba98dd9cd0da072d33618e9b9ab5bb61000062df2400f568a70345b1e09
 :data:`V1_SEED` (:func:`build_tasks_v1`; rebuild with ``python -m agentgym.envs.sql_data --v1``)."""
 V1_SEED = 1
 V1_INSTANCES = 24
+TRAINING_SEED = 2
+TRAINING_INSTANCES = 48
+"""Defaults of :func:`build_training_tasks`: a seed no shipped set uses, and up to 48 instances a family."""
 BUILT_WITH_SQLITE = "3.40.1"
 """The SQLite version that wrote the shipped file (other versions rebuild the same content, not the same bytes)."""
 
@@ -1350,9 +1355,17 @@ def _value_slip(gold: str) -> str | None:
     return None
 
 
-def build_tasks(database: str | Path, seed: int = 0, instances: int = INSTANCES_PER_FAMILY) -> list[SQLTask]:
+def build_tasks(
+    database: str | Path,
+    seed: int = 0,
+    instances: int = INSTANCES_PER_FAMILY,
+    *,
+    exclude: frozenset[str] = frozenset(),
+    one_offs: bool = True,
+) -> list[SQLTask]:
     """The question set over ``database``: up to ``instances`` checked instances of each family and the one-off
-    questions, split alternately (train, test, train, …), in a fixed order.
+    questions, split alternately (train, test, train, …), in a fixed order. An instance whose question or gold
+    SQL is in ``exclude`` is never emitted; ``one_offs=False`` leaves the fixed one-off questions out.
 
     Each task gets three distractors, one of each kind of mistake: a logic slip that returns a wrong
     non-empty result, a value slip that returns nothing (no rows, or only 0/NULL: a wrong literal, a
@@ -1371,7 +1384,7 @@ def build_tasks(database: str | Path, seed: int = 0, instances: int = INSTANCES_
 
     def checked(question: str, gold: str, wrong: list[str]) -> list[str] | None:
         """The (logic, value, schema) distractors if the instance checks out, else None."""
-        if question in seen_questions:
+        if question in seen_questions or question in exclude or gold in exclude:
             return None
         result = db.query(gold, max_rows=MAX_ANSWER_ROWS + 1)
         if not result.rows or result.total_rows > MAX_ANSWER_ROWS or looks_empty(result):
@@ -1411,7 +1424,7 @@ def build_tasks(database: str | Path, seed: int = 0, instances: int = INSTANCES_
             for k, (question, gold, distractors) in enumerate(accepted):
                 split = "test" if k % 2 == 1 else "train"  # v0's 5 instances: 3 train, 2 test
                 tasks.append(_task(f"{name}-{k + 1}", question, gold, difficulty, split, distractors, name))
-        for k, (difficulty, question, gold, wrong) in enumerate(_ONE_OFFS):
+        for k, (difficulty, question, gold, wrong) in enumerate(_ONE_OFFS if one_offs else ()):
             distractors = checked(question, gold, wrong)
             if distractors is None:
                 raise ValueError(f"one-off question {question!r} does not check out against {database}")
@@ -1468,6 +1481,26 @@ def build_tasks_v1(database: str | Path = DATABASE_V0) -> list[SQLTask]:
     return tasks
 
 
+def test_questions() -> frozenset[str]:
+    """Every question and gold query of the frozen test splits (v0 and v1): what training data must never hold."""
+    return frozenset(text for path in (TASKS_V0, TASKS_V1) for t in load_tasks(path) if t.split == "test"
+                     for text in (t.question, t.gold_sql))  # fmt: skip
+
+
+def build_training_tasks(
+    instances: int = TRAINING_INSTANCES, seed: int = TRAINING_SEED, database: str | Path = DATABASE_V0
+) -> list[SQLTask]:
+    """Fresh training questions for SFT and RL: up to ``instances`` new instances of every question family on
+    ``database``, drawn with ``seed``, all in split ``"train"``, with their gold SQL and distractors.
+
+    No question and no gold query of a frozen test split (:func:`test_questions`) is ever emitted, so a model
+    trained on them is still tested on unseen questions. The one-off questions are left out (their train
+    halves are in the shipped sets). Play them with
+    ``gym.make("agentgym/SQLLookup-v1", tasks_path=PATH, split="train")`` after :func:`write_tasks`."""
+    tasks = build_tasks(database, seed, instances, exclude=test_questions(), one_offs=False)
+    return [t.model_copy(update={"id": f"generated-{t.id}", "split": "train"}) for t in tasks]
+
+
 def write_tasks(tasks: list[SQLTask], path: str | Path) -> str:
     """Write tasks as JSON Lines (one canonical form: keys sorted, UTF-8) and return the file's SHA-256."""
     return write_jsonl(tasks, path)
@@ -1500,7 +1533,15 @@ if __name__ == "__main__":
     parser.add_argument("--out", default=str(DATA_DIR), help="folder for company_v0.sqlite and sql_tasks_v0.jsonl")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--v1", action="store_true", help="write sql_tasks_v1.jsonl (on the shipped v0 database)")
+    parser.add_argument(
+        "--training", metavar="PATH", help="write fresh training questions (no test question or gold SQL) to PATH"
+    )
     args = parser.parse_args()
+    if args.training:
+        generated = build_training_tasks()
+        checksum = write_tasks(generated, args.training)
+        print(f"{len(generated)} training questions → {args.training} (sha256 {checksum})")
+        raise SystemExit(0)
     if args.v1:
         checksum = write_tasks(build_tasks_v1(), Path(args.out) / TASKS_V1.name)
         print(f"tasks_v1 {checksum}  ({'matches v1' if checksum == TASKS_V1_SHA256 else 'differs from v1'})")

@@ -25,6 +25,7 @@ from agentgym.app.trl import (  # noqa: E402
     make_dataset,
 )
 
+ROOT = Path(__file__).resolve().parents[1]
 ENV = "agentgym/WeatherRun-v0"
 CITY = "Auckland"  # task 0 of the train split: a suitable day
 R_MIN, R_MAX = -0.5, 1.5  # WeatherRun's return range with the default weights
@@ -352,3 +353,59 @@ def test_trl_stays_optional():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert 'pip install "agentgym-suite[trl]"' in out.stdout
+
+
+# ---------------------------------------------------------------------- CodeSandbox: examples/trl_codesandbox.py
+
+
+def test_codesandbox_example_trains_two_steps_on_hidden_test_rewards(tiny_model_path, tmp_path):
+    import importlib.util
+
+    from agentgym.envs.sandbox import layer_status
+
+    if all(layer_status()[layer] is not None for layer in ("bwrap", "unshare")):
+        pytest.skip("no sandbox layer on this machine")
+    spec = importlib.util.spec_from_file_location("trl_codesandbox", ROOT / "examples" / "trl_codesandbox.py")
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    from transformers import AutoTokenizer
+
+    env = gym.make(example.ENV, split="train")
+    env.reset(seed=0, options={"task_index": 0})
+    task = env.unwrapped.task
+    submits = [f'<tool_call>{json.dumps({"name": "submit", "arguments": {"code": code}})}</tool_call>'
+               for code in (task.solution, task.wrong_solutions[1])]  # fmt: skip
+    # the env scores a submit by the hidden tests: all of them for the reference, fewer for the wrong candidate
+    scores = [_code_return(example.ENV, action) for action in submits]
+    assert scores[0] == 1.0 and 0.0 < scores[1] < 1.0  # the wrong one fails only a hidden edge case
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_path)
+    trainer = example.build_trainer(
+        str(tiny_model_path),
+        steps=2,
+        out=str(tmp_path / "out"),
+        learning_rate=1e-3,
+        max_new_tokens=max(len(tokenizer.encode(s)) for s in submits) + 8,
+        tasks=1,
+        generation_kwargs={"sequence_bias": steer(tokenizer, submits, close=True)},
+    )
+    trainer.args.disable_tqdm = True
+    before = weights(trainer.model)
+    trainer.train()
+
+    means = logged(trainer, "rewards/env_return/mean")
+    assert trainer.state.global_step == 2 and len(means) == 2
+    # each step's mean return is k of 4 reference submits and 4 - k wrong ones, as the hidden tests scored them
+    possible = [(k * scores[0] + (4 - k) * scores[1]) / 4 for k in range(5)]
+    assert all(min(abs(m - p) for p in possible[1:]) < 1e-6 for m in means), (means, possible)
+    if any(m not in (possible[0], possible[-1]) for m in means):  # a group that was not all ties moved the weights
+        after = weights(trainer.model)
+        assert any(not torch.equal(before[n], after[n]) for n in before)
+
+
+def _code_return(env_id: str, action: str) -> float:
+    env = gym.make(env_id, split="train")
+    env.reset(seed=0, options={"task_index": 0})
+    _, reward, terminated, *_ = env.step(action)
+    env.close()
+    assert terminated
+    return float(reward)
