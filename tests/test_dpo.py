@@ -145,6 +145,30 @@ def test_iterative_dpo_from_rollouts_raises_the_preferred_behaviour(tiny_model_p
     assert firsts == pytest.approx([math.log(2)] * 4, abs=1e-5)  # each round's reference is its start policy
 
 
+def test_iterative_dpo_stops_keeping_its_progress_when_the_rollouts_no_longer_disagree(tiny_model_path, tmp_path):
+    # Round 1 trains on given pairs; round 2's greedy rollouts (temperature 0) tie in every group: no pairs. The run
+    # stops there and saves what round 1 learned, instead of failing after all that compute.
+    policy = LLMPolicy.from_pretrained(tiny_model_path)
+    config = DPOConfig(
+        env_id=VOWELS,
+        rollout=RolloutConfig(max_new_tokens=8, temperature=0.0),
+        tasks=4,
+        generations=4,
+        rounds=3,
+        batch_size=8,
+        learning_rate=3e-3,
+        eval_episodes=4,
+    )
+    trainer = DPO(policy, config, pairs=answer_pairs(16), out_dir=tmp_path / "dpo")
+    rows = trainer.learn(progress_bar=False)
+    assert {r["round"] for r in rows} == {0, 1} and trainer.counts["rounds_done"] == 1
+    assert (tmp_path / "dpo" / "final" / "model.safetensors").is_file()
+    assert json.loads((tmp_path / "dpo" / "config.json").read_text())["rounds_done"] == 1
+    assert "eval_success" in rows[-1] and trainer.evaluation["after"]["episodes"] == 4
+    with pytest.raises(ValueError, match="no preference pairs"):  # with nothing to learn from at all: an error
+        DPO(LLMPolicy.from_pretrained(tiny_model_path), config).learn(progress_bar=False)
+
+
 def test_rpo_adds_the_mean_nll_of_the_chosen_tokens(tiny_model_path):
     pairs = true_pairs(4)
     config = DPOConfig(eval_split=None, rpo_alpha=0.5, epochs=1, batch_size=4, learning_rate=1e-9)

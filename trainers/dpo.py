@@ -30,7 +30,9 @@ A run (``DPO(policy, config, out_dir=...).learn()``):
 2. ``epochs`` passes over the pairs, ``batch_size`` pairs per AdamW step;
 3. with ``rounds > 1`` (iterative, "online" DPO), steps 1–2 repeat with pairs from the updated
    policy (new task seeds); each round's reference is the policy at its start (``update_reference``,
-   as in Self-Rewarding LMs, Yuan et al. 2024), so every round starts at h = 0;
+   as in Self-Rewarding LMs, Yuan et al. 2024), so every round starts at h = 0. A later round whose
+   rollouts tie in every group (the policy no longer disagrees with itself) ends the run there, keeping
+   what the earlier rounds learned (``rounds_done`` in ``config.json``); a first round without pairs is an error;
 4. greedy evaluation on the frozen ``eval_split`` before training and after every round.
 
 Defaults suit 1–8 B models (TRL's: β 0.1, learning rate 1e-6). For the ~1 M-parameter tiny model on
@@ -60,6 +62,7 @@ from agentgym.trainers.config import AdamWConfig, EvalConfig
 from agentgym.trainers.llm import LLMPolicy, token_logprobs
 from agentgym.trainers.optim import adamw_with_warmup
 from agentgym.trainers.preferences import (
+    NoPreferencePairs,
     PairsConfig,
     PreferencePair,
     check_model_path,
@@ -265,7 +268,16 @@ class DPO:
             for round_index in range(cfg.rounds):
                 if round_index > 0 and cfg.update_reference:  # iterative DPO: anchor to the last round's policy
                     self.reference = copy.deepcopy(self.policy.model).eval().requires_grad_(False)
-                train, held_out = self._prepare(self.preference_pairs(round_index), round_index)
+                try:
+                    pairs = self.preference_pairs(round_index)
+                except NoPreferencePairs as error:
+                    if round_index == 0:
+                        raise
+                    # iterative DPO: the policy's own rollouts no longer disagree; what it learned so far stays
+                    bar.write(f"DPO: stopped after round {round_index} of {cfg.rounds}: {error}")
+                    break
+                self.counts["rounds_done"] = round_index + 1
+                train, held_out = self._prepare(pairs, round_index)
                 if round_index == 0:
                     first = {"step": 0, "round": 0, **before, **self._held_out(held_out)}
                     rows.append(first)

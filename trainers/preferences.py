@@ -45,6 +45,7 @@ from agentgym.trainers.llm import LLMPolicy
 from agentgym.trainers.rollout import Episode, RolloutConfig, Sample, random_resets, rollout
 
 __all__ = [
+    "NoPreferencePairs",
     "PairsConfig",
     "rollout_pairs",
     "PreferencePair",
@@ -184,8 +185,13 @@ class PairsConfig(EnvConfig):
     pairs_per_group: int = Field(1, ge=1, description="Pairs per task: k-th best vs k-th worst, k < this.")
 
 
+class NoPreferencePairs(ValueError):
+    """Every group of rollouts tied on reward, so there is no preferred episode to learn from."""
+
+
 def rollout_pairs(policy: LLMPolicy, config: PairsConfig, seed: int) -> list[PreferencePair]:
-    """:func:`preference_pairs_from_rollouts` with ``config``'s settings; an error if every group tied."""
+    """:func:`preference_pairs_from_rollouts` with ``config``'s settings; :class:`NoPreferencePairs` if every
+    group tied."""
     pairs = preference_pairs_from_rollouts(
         policy,
         config.env_id,
@@ -198,7 +204,7 @@ def rollout_pairs(policy: LLMPolicy, config: PairsConfig, seed: int) -> list[Pre
         seed=seed,
     )
     if not pairs:
-        raise ValueError(
+        raise NoPreferencePairs(
             f"no preference pairs: in all {config.tasks} tasks the {config.generations} episodes tied on reward; "
             "play more tasks or generations, or sample at a higher rollout.temperature"
         )
