@@ -45,7 +45,14 @@ KEYS = ("eval_success", "eval_tool_use", "eval_format_compliance", "eval_reward"
 
 
 def run_seed(
-    experiment: str, seed: int, minutes: float, eval_every: int, out: Path, threads: int, model: str | None = None
+    experiment: str,
+    seed: int,
+    minutes: float,
+    eval_every: int,
+    out: Path,
+    threads: int,
+    model: str | None = None,
+    overrides: dict | None = None,
 ) -> dict:
     """One seed: (SFT for experiment a), then GRPO for ``minutes``; the evaluation curve."""
     torch.set_num_threads(threads)
@@ -55,7 +62,7 @@ def run_seed(
         t0 = time.perf_counter()
         SFT(policy, SFTConfig(**TINY["sft"], seed=seed, eval_split=None), out_dir=out / "sft").learn(progress_bar=False)
         sft_seconds = time.perf_counter() - t0
-    settings = TINY["grpo"] if experiment == "a" else TINY["grpo-from-base"]
+    settings = {**(TINY["grpo"] if experiment == "a" else TINY["grpo-from-base"]), **(overrides or {})}
     config = GRPOConfig(**settings, checkpoint_every=eval_every, steps=100_000, seed=seed)
     trainer = GRPO(policy, config, out_dir=out / "grpo")
     start = time.perf_counter()
@@ -134,7 +141,11 @@ def main() -> None:
     parser.add_argument("--out", default="runs/bench_grpo_weatherrun")
     parser.add_argument("--model", help="another base model directory (default: the shipped tiny base)")
     parser.add_argument("--results", default=str(RESULTS), help="where the JSON and the plot go")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="FIELD=JSON", help="a GRPO setting other than the recipe's"
+    )
     args = parser.parse_args()
+    overrides = {k: json.loads(v) for k, v in (item.split("=", 1) for item in args.set)}
     minutes = args.minutes or (3.0 if args.experiment == "a" else 10.0)
     jobs = [
         (
@@ -145,6 +156,7 @@ def main() -> None:
             Path(args.out) / f"{args.experiment}-seed{seed}",
             args.threads,
             args.model,
+            overrides,
         )
         for seed in args.seeds
     ]
@@ -161,6 +173,7 @@ def main() -> None:
         "minutes": minutes,
         "threads": args.threads,
         "jobs": args.jobs,
+        "overrides": overrides,
         "runs": runs,
         "median": {},
     }

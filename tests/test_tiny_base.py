@@ -16,19 +16,27 @@ from agentgym.envs.weather_data import load_snapshot
 from agentgym.parser import parse_tool_calls
 from agentgym.registration import ENV_IDS
 from agentgym.trainers.llm import LLMPolicy
-from agentgym.trainers.tiny_corpus import chat_documents, made_up_name
-from agentgym.trainers.tiny_model import BASE_DIR, base_model_path
+from agentgym.trainers.tiny_corpus import CorpusMix, chat_documents, made_up_name
+from agentgym.trainers.tiny_model import BASE_DIR, BASE_STAGES, base_model_path
 
 
-def test_corpus_never_mentions_a_task_tool_or_city():
+STAGE_MIXES = [CorpusMix(**stage["mix"]) for stage in BASE_STAGES]
+STAGE_DIGESTS = ["8fbea19548a2564e", "9465367d24548a53", "4b811b043a8c8a87"]  # their first 300 chats, SHA-256
+
+
+@pytest.mark.parametrize("stage", range(len(STAGE_MIXES)))
+def test_corpus_never_mentions_a_task_tool_or_city(stage):
+    """The corpus of every stage the shipped base was trained on."""
     tool_names = {name for env_id in ENV_IDS for name in gym.make(env_id).unwrapped.tools}
     cities = {record.city for record in load_snapshot()}
     assert {"get_weather", "answer", "run_sql", "move", "submit"} <= tool_names and len(cities) >= 40
-    text = "\n".join(m["content"] for doc in itertools.islice(chat_documents(0), 5000) for m in doc)
+    docs = chat_documents(0, STAGE_MIXES[stage])
+    text = "\n".join(m["content"] for doc in itertools.islice(docs, 5000) for m in doc)
     words = set(re.findall(r"[\w-]+", text))
     assert not tool_names & words, tool_names & words
     assert not [city for city in cities if city in text]
     assert "<tool_call>" in text and "Result:" in text  # it is a tool-calling corpus all the same
+    assert not {"temp", "AQI", "city", "weather", "quality"} & words  # nor the words of WeatherRun's prompt
 
 
 def test_shipped_base_is_checksummed_and_loads_in_seconds(tmp_path):
@@ -103,21 +111,57 @@ def test_continued_pretraining_keeps_the_tokenizer_and_moves_the_weights(tmp_pat
     assert base_model_path(second) == second
 
 
-def test_the_default_corpus_is_the_one_the_shipped_base_was_built_from():
-    """Changing the default mix (or a draw in the generator) changes the corpus: the shipped weights would no
-    longer be what ``python -m agentgym.trainers.tiny_model pretrain`` builds. Options such as ``opaque_tools`` draw
-    nothing at their default."""
+def test_the_stage_corpora_are_the_ones_the_shipped_base_was_built_from():
+    """Changing a stage's mix (or a draw in the generator) changes its corpus: the shipped weights would no longer
+    be what ``python -m agentgym.trainers.tiny_model pretrain`` builds. Options draw nothing at their default, so
+    ``CorpusMix()`` is still the corpus of the first base (``c2b7…``)."""
     import hashlib
     import json
 
-    from agentgym.trainers.tiny_corpus import CorpusMix
+    def digest(mix: CorpusMix | None) -> str:
+        return hashlib.sha256(json.dumps(list(itertools.islice(chat_documents(0, mix), 300))).encode()).hexdigest()
 
-    docs = list(itertools.islice(chat_documents(0), 300))
-    digest = hashlib.sha256(json.dumps(docs).encode()).hexdigest()
-    assert digest == "c2b7f700b61eecdf5fc7610ae29279028a962abfe6eb97e9cd2861272800342c"
+    assert digest(None) == "c2b7f700b61eecdf5fc7610ae29279028a962abfe6eb97e9cd2861272800342c"
+    assert [digest(mix)[:16] for mix in STAGE_MIXES] == STAGE_DIGESTS
     opaque = list(itertools.islice(chat_documents(0, CorpusMix(opaque_tools=1.0, copy_drill=1.0)), 200))
     calls = [parse_tool_calls(d[-1]["content"]).calls for d in opaque]
     named_by_quantity = sum(
         c[0].name.split("_")[-1] in d[0]["content"].splitlines()[-1] for c, d in zip(calls, opaque, strict=True) if c
     )
     assert named_by_quantity <= 10  # the tool's name no longer gives away the quantity it returns
+
+
+def test_build_base_runs_its_stages_one_after_the_other(tmp_path):
+    """``build_base`` (what ``pretrain`` with no options runs) equals the stages run by hand with ``init``."""
+    from agentgym.trainers.tiny_model import build_base, pretrain_base
+
+    small = dict(batch_size=4, hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64)
+    stages = [{"steps": 2, **small, "mix": BASE_STAGES[0]["mix"]}, {"steps": 2, "learning_rate": 1e-3, **small,
+              "mix": BASE_STAGES[1]["mix"]}]  # fmt: skip
+    built = build_base(tmp_path / "built", stages=stages, threads=1, progress_bar=False)
+    first = pretrain_base(tmp_path / "1", steps=2, **small, mix=STAGE_MIXES[0], threads=1, progress_bar=False)
+    second = pretrain_base(
+        tmp_path / "2", steps=2, learning_rate=1e-3, **small, mix=STAGE_MIXES[1], init=first, threads=1,
+        progress_bar=False,
+    )  # fmt: skip
+    assert (built / "SHA256SUMS").read_text() == (second / "SHA256SUMS").read_text()
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_grpo_from_the_base_learns_to_use_the_tools(seed):
+    """The seed's experiment in miniature (benchmarks/grpo_weatherrun.py --experiment b): the base answers WeatherRun
+    from memory (0 % test success: an answer counts only after get_weather); 10 GRPO steps of the recipe make it
+    look things up first. Measured on 3 seeds (10 steps): test success 20 / 40 / 47 %, tool use 100 / 90 / 100 %."""
+    import torch
+
+    from agentgym.app.recipes import TINY
+    from agentgym.trainers.grpo import GRPO, GRPOConfig
+
+    torch.set_num_threads(2)
+    config = GRPOConfig(**TINY["grpo-from-base"], steps=10, checkpoint_every=0, log_episodes=False, seed=seed)
+    trainer = GRPO(LLMPolicy.from_pretrained("tiny"), config)
+    before = trainer.evaluate()
+    trainer.learn(progress_bar=False)
+    after = trainer.evaluate()
+    assert before["success"] == 0 and before["tool_use"] <= 0.1
+    assert after["tool_use"] >= 0.5 and after["success"] >= 0.1, after

@@ -19,8 +19,12 @@ with a guessed decision — and a minority look things up first and decide from 
 numbers they used before the decision. That is the prior a real base model brings to a tool task: it can
 use tools, but mostly answers without them, and reinforcement learning has to make tool use the habit.
 
-A test scans this module's output for every registered task's tool names and every WeatherRun city and
-finds none (``tests/test_tiny_base.py``).
+:class:`CorpusMix` sets the shares; the shipped base was trained in stages on the mixes in
+:data:`agentgym.trainers.tiny_model.BASE_STAGES` (mostly made-up tool, parameter and quantity names, lookups
+called in the listed order). ``CorpusMix()`` is the corpus of the first base, kept draw for draw.
+
+A test scans every stage's output for every registered task's tool names, every WeatherRun city and the words
+of WeatherRun's prompt, and finds none (``tests/test_tiny_base.py``).
 """
 
 from __future__ import annotations
@@ -180,7 +184,7 @@ def _identifier(rng: random.Random, words: list[str], mix: CorpusMix | None = No
     With ``mix.spelled_ids``, a made-up identifier is as often a run of random letters (:func:`spelled_word`)
     as a pronounceable one, and with ``mix.compound_ids`` two words joined by ``_``, as real tool and
     parameter names often are."""
-    if rng.random() < 0.5:
+    if rng.random() < (0.5 if mix is None else mix.word_lists):
         return rng.choice(words)
     return _made_up_identifier(rng, mix)
 
@@ -276,6 +280,17 @@ class CorpusMix:
     """Share of made-up tool and parameter names spelled from random letters (see :func:`_identifier`)."""
     compound_ids: float = 0.0
     """Share of made-up tool and parameter names of two words joined by ``_``."""
+    word_lists: float = 0.5
+    """Share of tool and parameter names taken from the corpus's word lists (``fetch``, ``site``, ``decide``); the
+    rest are made up, so they can only be copied from the tool list."""
+    made_up_quantities: float = 0.0
+    """Share of the quantities in a state line named with a made-up word, a clipped one (``hum``) or an upper-case
+    acronym (``PKV``) instead of one of the corpus's 36: a state line is then read by its layout, not by its
+    words (with only the 36, a base copied no name into a call when the state showed a quantity it never saw)."""
+    listed_order: float = 0.0
+    """Share of chats that call their lookups in the order the tool list shows them, with the state listing the
+    quantities in that order too: a rule that needs no tool name to mean anything (``get_plitox`` before
+    ``get_vomra`` because it is listed first)."""
     max_quantities: int = 3
 
 
@@ -372,7 +387,7 @@ def _document(rng: random.Random, mix: CorpusMix) -> list[dict[str, str]]:
     turn answers from memory instead with probability ``1 - mix.start_lookup``.
     """
     n = rng.randint(1, mix.max_quantities)
-    picked = rng.sample(_QUANTITIES, n)
+    picked = [_quantity(rng, mix, q) for q in rng.sample(_QUANTITIES, n)]
     subject = _identifier(rng, _SUBJECTS, mix)
     verb = _identifier(rng, _VERBS, mix)
     lookups = [(f"{verb}_{_suffix(rng, mix, q)}", q, unit) for q, unit in picked]
@@ -389,6 +404,11 @@ def _document(rng: random.Random, mix: CorpusMix) -> list[dict[str, str]]:
 
     tools = [(name, [subject]) for name, _, _ in lookups] + [(final, [yes, why])]
     rng.shuffle(tools)
+    listed = bool(mix.listed_order) and rng.random() < mix.listed_order  # draws nothing at 0: the first corpus
+    if listed:  # lookups, rules and the state's quantities in the tool list's order
+        position = {name: k for k, (name, _) in enumerate(tools)}
+        ranks = sorted(range(n), key=lambda i: position[lookups[i][0]])
+        lookups, rules, shown = ([x[i] for i in ranks] for x in (lookups, rules, shown))
     header = signatures(tools)
     if rng.random() < mix.rule:
         header += f"\n{yes}=true when " + " and ".join(r.text() for r in rules) + "."
@@ -409,7 +429,8 @@ def _document(rng: random.Random, mix: CorpusMix) -> list[dict[str, str]]:
     turns: list[tuple[str, str, str]] = []  # (result of the previous call, state, action): a lookup episode
     result = ""
     order = list(range(n))
-    rng.shuffle(order)
+    if not listed:
+        rng.shuffle(order)
     for i in order:
         name, q, _ = lookups[i]
         turns.append((result, state(), render_call(rng, ToolCall(name, {subject: entity}), mix.canonical)))
@@ -448,6 +469,23 @@ def _suffix(rng: random.Random, mix: CorpusMix, quantity: str) -> str:
     return quantity
 
 
+_UNITS = sorted({unit for _, unit in _QUANTITIES})
+
+
+def _quantity(rng: random.Random, mix: CorpusMix, known: tuple[str, str]) -> tuple[str, str]:
+    """``known`` (a quantity and its unit) or, with ``mix.made_up_quantities``, a made-up name with a random unit."""
+    if not mix.made_up_quantities or rng.random() >= mix.made_up_quantities:  # draws nothing at 0
+        return known
+    kind = rng.random()
+    if kind < 0.4:
+        name = _made_up_word(rng)
+    elif kind < 0.7:
+        name = spelled_word(rng)[: rng.randint(2, 5)]
+    else:
+        name = "".join(rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZ") for _ in range(rng.randint(2, 4)))
+    return name, rng.choice(_UNITS)
+
+
 def _name(rng: random.Random, mix: CorpusMix) -> str:
     """The entity a chat is about: a pronounceable made-up name or, with ``mix.spelled_names``, a spelled one."""
     if mix.spelled_names and rng.random() < mix.spelled_names:
@@ -458,7 +496,7 @@ def _name(rng: random.Random, mix: CorpusMix) -> str:
 def _copy_drill(rng: random.Random, mix: CorpusMix) -> list[dict[str, str]]:
     """One short chat whose answer copies a name: ``find_depth(site), decide(ok, why)`` / ``Name · depth ? ·
     decision pending`` → ``find_depth(site="Name")``."""
-    quantity = rng.choice(_QUANTITIES)[0]
+    quantity = _quantity(rng, mix, rng.choice(_QUANTITIES))[0]
     lookup = f"{_identifier(rng, _VERBS, mix)}_{_suffix(rng, mix, quantity)}"
     subject = _identifier(rng, _SUBJECTS, mix)
     final = (

@@ -2,48 +2,44 @@
 
 **The shipped base** (``trainers/tiny_base/``, loaded by ``LLMPolicy.from_pretrained("tiny")`` and
 ``--model tiny``; :func:`base_model_path` checks every file against ``SHA256SUMS``) is a Llama-config causal
-LM of 900,352 parameters (4 layers, width 128, 4 heads with 2 key/value heads, MLP 384, tied embeddings,
-vocabulary 881; 3.6 MB of safetensors). It was pretrained by code in this repo, from seed 0::
+LM of 938,112 parameters (4 layers, width 128, 4 heads with 2 key/value heads, MLP 384, tied embeddings,
+vocabulary 1,176; 3.8 MB of safetensors, SHA-256 ``1626f825…``). It was pretrained by code in this repo, from
+seed 0, in three stages (:data:`BASE_STAGES`, run one after the other by :func:`build_base`)::
 
-    python -m agentgym.trainers.tiny_model pretrain      # 21 min (1,247 s) on 2 cores (AMD EPYC), 2 torch threads
+    python -m agentgym.trainers.tiny_model pretrain      # 25 min (1,524 s) on 2 cores (AMD EPYC), 2 torch threads
 
-on :mod:`agentgym.trainers.tiny_corpus`, a synthetic, task-agnostic chat corpus: 2,000 steps × 32 chats, AdamW
-(3e-3, β 0.9/0.95, cosine to 10 % after 100 warm-up steps), the loss on the assistant's tokens. The mix:
-half the chats are *copy drills* (a list of made-up tools, a one-line state naming something with one to
-three made-up words, accents included, or a code of random characters, and the call that copies it into
-the right tool); the other
-half are made-up tool tasks, 8 % of whose first turns look something up (the rest answer from memory with
-a guessed decision), half of which state a threshold rule to apply to the numbers, 5 % played over
-several turns with tool results, 85 % of calls in the canonical ``<tool_call>`` format and the rest in the
-other formats the parser reads. It never sees a task's data, rules, tool names or transcripts
-(``tests/test_tiny_base.py`` scans the corpus for them).
+on :mod:`agentgym.trainers.tiny_corpus`, a synthetic, task-agnostic chat corpus, the loss on the assistant's
+tokens, AdamW (β 0.9/0.95, cosine to 10 %), 32 chats a step:
 
-The tokenizer's merges are learned from the corpus alone (merges seen at least 50 times in its first
-5,000 chats), so every token the model reads is one it was trained on. (A first build also took merges
-from generic English: 62 % of its 4,096 tokens never occurred in the corpus, their embeddings stayed
-random, and it could copy no unseen name at all.)
+1. 2,000 steps (learning rate 3e-3, 100 warm-up steps; 1,026 s): half *copy drills* (a made-up tool list, a
+   one-line state naming something with one to three made-up words, accents included, or a code of random
+   characters, and the call that copies it), half made-up lookup-and-decide tasks. 85 % of the tool and
+   parameter names are made up (random letters, often two or three words joined by ``_``), so a name can only
+   be copied from the tool list, never recalled; 80 % of the tasks call their lookups in the order the list
+   shows them. The tokenizer's merges come from this corpus alone (merges seen 50 times in its first 5,000
+   chats), so every token the model reads is one it was trained on.
+2. 600 steps (2e-3; 279 s): the same, with half the quantities in a state line made up (``hum ?``,
+   ``PKV ?``): with only the corpus's 36 quantity words the base copied no name into a call once the state
+   showed a quantity it never saw (WeatherRun's ``temp``: 5 of 40 cities; ``load``: 40 of 40).
+3. 400 steps (1e-3; 219 s): the same, with 30 % of the tasks' first turns looking something up instead of 8 %:
+   at 8 % GRPO from the base never saw a valid lookup on WeatherRun and stayed answering from memory.
 
-Measured on the shipped file (``tests/test_tiny_base.py``; probe: a made-up tool list and one line of
-state): it copies 40 of 46 unseen multi-word names exactly into the right tool's argument ("Cape Town",
-"Reykjavík" and "Kuala Lumpur" right; "São Paulo" → "São Pau"). What it cannot do is call a tool whose
-name is not like the corpus's: its made-up tools are always a verb and one of 38 quantity words
-(``fetch_power``), so on WeatherRun it writes ``get_tension`` for ``get_weather``: 0 % valid calls
-before WeatherRun SFT, which is why GRPO straight from the base gets no signal (the benchmark's
-experiment b). ``--mix opaque_tools=0.5`` (half the lookup tools with made-up names) was tried: it
-writes ``get_laather`` instead, still 0 % valid calls, and in the probe it picks the first lookup tool
-rather than the one for the unknown quantity (0 of 46 right calls, though the names are copied right).
-
-Also tried (2026-12-02; the probe: the 40 snapshot cities in a made-up tool list, and WeatherRun's own compact
-prompt): random-letter names and tool/parameter names (``--mix spelled_names=0.5 spelled_ids=0.5
-compound_ids=0.3 opaque_tools=0.5``) and a 0.3 loss weight on the user's tokens (``--context-weight``). From
-scratch, 800 steps copy no city at all (the shipped 2,000-step base: 25 of 40). Continuing the shipped base
-(``--init``) for 700 steps on that mix copies 29 of 40 cities in the made-up layout, and on WeatherRun's prompt
-picks a listed lookup tool but still writes ``call`` for its parameter ``city``: 0 % valid calls; after the
-recipe's SFT it is no better than the shipped base (28 % test success, 28 % of episodes truncated).
+It never sees a task's data, rules, tool names, the words of WeatherRun's prompt (``temp``, ``AQI``, ``city``)
+or transcripts (``tests/test_tiny_base.py`` scans every stage's corpus). What it brings to WeatherRun's compact
+prompt (probe: the 40 snapshot cities, greedy and 3 samples each): at the first turn it answers from memory
+(``answer(suitable=…)``, a valid call in 33 % of samples, a valid lookup in 1 %, and otherwise a garbled tool
+name); once the temperature is known it calls a lookup (62 % valid, 61 % with the city copied exactly, mostly
+``get_weather`` again rather than ``get_air_quality``); with
+both known it answers validly (86 %), copying the numbers into the reason. It copies 21 of 22 unseen
+multi-word names in a made-up tool list (the test). What it cannot do is decide: on its own corpus's chats
+that state a threshold rule it agrees with the rule 52 % of the time, so WeatherRun's thresholds must be learnt
+from reward. (The first shipped base, one stage on ``CorpusMix()``, wrote ``get_grade(name=…)`` on
+WeatherRun: 0 % valid calls.)
 
 Rebuilding with the same seed and thread count on the same kind of CPU reproduces the files byte for
-byte (the test suite checks this on a short build; the full 21-minute build was not repeated); another
-thread count or CPU changes the order of floating-point sums, so the weights differ in their last bits.
+byte (the test suite checks this on a short build, and that :func:`build_base` equals its stages run by hand;
+the full 25-minute build was not repeated); another thread count or CPU changes the order of floating-point
+sums, so the weights differ in their last bits.
 
 **Random-weight test models.** ``build_tiny_model(path)`` trains a word-level tokenizer on text the
 registered envs produce (task prompts, observations, the oracles' tool calls), creates a small Llama-config
@@ -69,9 +65,11 @@ from typing import Any
 
 __all__ = [
     "BASE_DIR",
+    "BASE_STAGES",
     "CHAT_TEMPLATE",
     "SPECIAL_TOKENS",
     "base_model_path",
+    "build_base",
     "build_tiny_model",
     "env_corpus",
     "pretrain_base",
@@ -249,6 +247,27 @@ BASE_DIR = Path(__file__).parent / "tiny_base"
 BASE_SHA256 = "SHA256SUMS"
 PRETRAIN_STEPS = 2000
 
+_STAGE_1_MIX = {
+    "opaque_tools": 0.8,
+    "spelled_ids": 0.5,
+    "compound_ids": 0.5,
+    "spelled_names": 0.3,
+    "word_lists": 0.15,
+    "listed_order": 0.8,
+}
+BASE_STAGES: tuple[dict[str, Any], ...] = (
+    {"steps": PRETRAIN_STEPS, "mix": _STAGE_1_MIX},
+    {"steps": 600, "learning_rate": 2e-3, "warmup_steps": 20, "mix": {**_STAGE_1_MIX, "made_up_quantities": 0.5}},
+    {
+        "steps": 400,
+        "learning_rate": 1e-3,
+        "warmup_steps": 20,
+        "mix": {**_STAGE_1_MIX, "made_up_quantities": 0.5, "start_lookup": 0.3},
+    },
+)
+"""How the shipped base was built: :func:`pretrain_base` keyword arguments (``mix``: :class:`CorpusMix` fields) per
+stage, each stage going on from the last (:func:`build_base`)."""
+
 
 def _chat_ids(
     tokenizer: Any, messages: list[dict[str, str]], context_weight: float = 0.0
@@ -369,6 +388,32 @@ def pretrain_base(
     return path
 
 
+def build_base(
+    path: str | Path = BASE_DIR,
+    *,
+    stages: Sequence[dict[str, Any]] = BASE_STAGES,
+    seed: int = 0,
+    threads: int | None = 2,
+    progress_bar: bool = True,
+) -> Path:
+    """Build the base model in ``path`` as the shipped one was built: :func:`pretrain_base` once per stage, on the
+    stage's corpus mix, each stage going on from the one before (the first trains the tokenizer)."""
+    import tempfile
+
+    from agentgym.trainers.tiny_corpus import CorpusMix
+
+    with tempfile.TemporaryDirectory() as tmp:
+        init: Path | None = None
+        for k, stage in enumerate(stages):
+            out = Path(path) if k == len(stages) - 1 else Path(tmp) / f"stage-{k + 1}"
+            settings = {key: value for key, value in stage.items() if key != "mix"}
+            mix = CorpusMix(**stage.get("mix", {}))
+            init = pretrain_base(
+                out, seed=seed, threads=threads, progress_bar=progress_bar, init=init, mix=mix, **settings
+            )
+    return Path(path)
+
+
 def base_model_path(path: str | Path | None = None) -> Path:
     """The shipped tiny base model's directory (``--model tiny``), its files checked against ``SHA256SUMS``.
 
@@ -390,7 +435,9 @@ def base_model_path(path: str | Path | None = None) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m agentgym.trainers.tiny_model pretrain [--out DIR] [--steps N] [--seed S]``: rebuild the base."""
+    """``python -m agentgym.trainers.tiny_model pretrain [--out DIR]``: rebuild the base (all of
+    :data:`BASE_STAGES`); with ``--steps``, ``--mix``, ``--init``, ``--lr``, ``--warmup`` or ``--context-weight``,
+    one stage of :func:`pretrain_base` instead."""
     import argparse
 
     parser = argparse.ArgumentParser(
@@ -398,15 +445,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("command", choices=["pretrain"])
     parser.add_argument("--out", default=str(BASE_DIR), help="where to write it (default: the shipped copy)")
-    parser.add_argument("--steps", type=int, default=PRETRAIN_STEPS)
+    parser.add_argument("--steps", type=int, help=f"one stage of this many steps (default {PRETRAIN_STEPS})")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2, help="torch threads (the shipped file was built with 2)")
     parser.add_argument("--init", help="go on training this model directory (its tokenizer too)")
-    parser.add_argument("--lr", type=float, default=3e-3)
-    parser.add_argument("--warmup", type=int, default=100)
-    parser.add_argument(
-        "--context-weight", type=float, default=0.0, help="loss weight on the user's tokens (assistant's: 1)"
-    )
+    parser.add_argument("--lr", type=float, help="one stage's peak learning rate (default 3e-3)")
+    parser.add_argument("--warmup", type=int, help="one stage's warm-up steps (default 100)")
+    parser.add_argument("--context-weight", type=float, help="one stage's loss weight on the user's tokens (default 0)")
     parser.add_argument(
         "--mix",
         action="append",
@@ -417,13 +462,25 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     from agentgym.trainers.tiny_corpus import CorpusMix
 
+    one_stage = (args.steps, args.init, args.lr, args.warmup, args.context_weight)
+    if not args.mix and all(option is None for option in one_stage):
+        build_base(args.out, seed=args.seed, threads=args.threads)
+        return
+
     try:
         mix = CorpusMix(**{k: json.loads(v) for k, v in (item.split("=", 1) for item in args.mix)})
     except (TypeError, ValueError) as error:
         parser.error(f"--mix: {error}")
     pretrain_base(
-        args.out, steps=args.steps, seed=args.seed, threads=args.threads, mix=mix, context_weight=args.context_weight,
-        init=args.init, learning_rate=args.lr, warmup_steps=args.warmup,
+        args.out,
+        steps=args.steps or PRETRAIN_STEPS,
+        seed=args.seed,
+        threads=args.threads,
+        mix=mix,
+        context_weight=args.context_weight or 0.0,
+        init=args.init,
+        learning_rate=args.lr or 3e-3,
+        warmup_steps=100 if args.warmup is None else args.warmup,
     )
 
 
