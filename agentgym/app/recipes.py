@@ -53,10 +53,10 @@ TINY: dict[str, dict[str, Any]] = {
     "grpo": _GRPO,
     # GRPO straight from the shipped base, no SFT (benchmarks/grpo_weatherrun.py --experiment b). The base answers
     # from memory at first (-0.5), and an unreadable action or an episode that never answers earns 0: with β 0 and
-    # no truncation penalty, every seed tried learnt within 10 steps to write garbage instead (reward 0, then no
-    # gradient at all). The KL brake to the base keeps the call format, and the penalty makes never answering
+    # no truncation penalty, the run tried (seed 0) learnt within 10 steps to write garbage instead (reward 0, then
+    # no gradient at all). The KL brake to the base keeps the call format, and the penalty makes never answering
     # cost as much as answering blind (-0.5), so only a valid lookup pays. At 1.0 it cost more than answering from
-    # memory, and the policy stayed there.
+    # memory, and in both runs tried the policy stayed there.
     "grpo-from-base": {
         **_GRPO,
         "warmup_steps": 10,
