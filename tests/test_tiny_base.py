@@ -19,7 +19,6 @@ from agentgym.trainers.llm import LLMPolicy
 from agentgym.trainers.tiny_corpus import CorpusMix, chat_documents, made_up_name
 from agentgym.trainers.tiny_model import BASE_DIR, BASE_STAGES, base_model_path
 
-
 STAGE_MIXES = [CorpusMix(**stage["mix"]) for stage in BASE_STAGES]
 STAGE_DIGESTS = ["8fbea19548a2564e", "9465367d24548a53", "4b811b043a8c8a87"]  # their first 300 chats, SHA-256
 
@@ -136,14 +135,22 @@ def test_build_base_runs_its_stages_one_after_the_other(tmp_path):
     from agentgym.trainers.tiny_model import build_base, pretrain_base
 
     small = dict(batch_size=4, hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64)
-    stages = [{"steps": 2, **small, "mix": BASE_STAGES[0]["mix"]}, {"steps": 2, "learning_rate": 1e-3, **small,
-              "mix": BASE_STAGES[1]["mix"]}]  # fmt: skip
+    stages = [
+        {"steps": 2, **small, "mix": BASE_STAGES[0]["mix"]},
+        {"steps": 2, "learning_rate": 1e-3, **small, "mix": BASE_STAGES[1]["mix"]},
+    ]
     built = build_base(tmp_path / "built", stages=stages, threads=1, progress_bar=False)
     first = pretrain_base(tmp_path / "1", steps=2, **small, mix=STAGE_MIXES[0], threads=1, progress_bar=False)
     second = pretrain_base(
-        tmp_path / "2", steps=2, learning_rate=1e-3, **small, mix=STAGE_MIXES[1], init=first, threads=1,
+        tmp_path / "2",
+        steps=2,
+        learning_rate=1e-3,
+        **small,
+        mix=STAGE_MIXES[1],
+        init=first,
+        threads=1,
         progress_bar=False,
-    )  # fmt: skip
+    )
     assert (built / "SHA256SUMS").read_text() == (second / "SHA256SUMS").read_text()
 
 
