@@ -1483,8 +1483,8 @@ def build_tasks_v1(database: str | Path = DATABASE_V0) -> list[SQLTask]:
 
 def test_questions() -> frozenset[str]:
     """Every question and gold query of the frozen test splits (v0 and v1): what training data must never hold."""
-    return frozenset(text for path in (TASKS_V0, TASKS_V1) for t in load_tasks(path) if t.split == "test"
-                     for text in (t.question, t.gold_sql))  # fmt: skip
+    test = [t for path in (TASKS_V0, TASKS_V1) for t in load_tasks(path) if t.split == "test"]
+    return frozenset(text for t in test for text in (t.question, t.gold_sql))
 
 
 def build_training_tasks(

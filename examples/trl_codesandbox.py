@@ -52,9 +52,8 @@ def build_trainer(
 
     from agentgym.app.trl import AgentGymRollout, env_return, make_dataset
     from agentgym.trainers.llm import resolve_model_source
-    from agentgym.trainers.tiny_model import base_model_path
 
-    source = str(base_model_path()) if model == "tiny" else resolve_model_source(model)
+    source = resolve_model_source(model)  # "tiny" is the shipped base
     cpu = not torch.cuda.is_available()
     args = GRPOConfig(
         output_dir=out,
