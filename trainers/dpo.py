@@ -266,8 +266,6 @@ class DPO:
         stopped = False
         try:
             for round_index in range(cfg.rounds):
-                if round_index > 0 and cfg.update_reference:  # iterative DPO: anchor to the last round's policy
-                    self.reference = copy.deepcopy(self.policy.model).eval().requires_grad_(False)
                 try:
                     pairs = self.preference_pairs(round_index)
                 except NoPreferencePairs as error:
@@ -276,6 +274,8 @@ class DPO:
                     # iterative DPO: the policy's own rollouts no longer disagree; what it learned so far stays
                     bar.write(f"DPO: stopped after round {round_index} of {cfg.rounds}: {error}")
                     break
+                if round_index > 0 and cfg.update_reference:  # iterative DPO: anchor to the last round's policy
+                    self.reference = copy.deepcopy(self.policy.model).eval().requires_grad_(False)
                 self.counts["rounds_done"] = round_index + 1
                 train, held_out = self._prepare(pairs, round_index)
                 if round_index == 0:
