@@ -132,6 +132,24 @@ def test_a_concurrent_run_killed_mid_flight_loses_no_finished_episode(tmp_path):
     assert summary.episodes == 16 and summary.success_rate == 1.0
 
 
+def test_no_episode_is_reported_after_the_callback_raised(tmp_path):
+    # 4 episodes in flight finish together; the one whose report raises must be the last on disk
+    with ModelServer(ScriptedResponder(WEATHER, split="test")) as server:
+        for kill_at in (1, 3, 6):
+            reported = []
+
+            def kill(record):
+                reported.append(record.index)
+                if len(reported) == kill_at:
+                    raise Crash("killed")
+
+            out = tmp_path / str(kill_at)
+            with pytest.raises(Crash):
+                openai_eval(server.url, episodes=16, concurrency=4, out_dir=out, callback=kill)
+            assert len(reported) == kill_at
+            assert sorted(r.index for r in load_episodes(out / "episodes.jsonl")) == sorted(reported)
+
+
 def test_the_tiny_model_served_over_http(tiny_model_path, tmp_path):
     from agentgym.trainers.llm import LLMPolicy
 

@@ -342,7 +342,9 @@ class OpenAIAgent:
         """Play ``(index, reset)`` jobs with at most ``concurrency`` in flight; records come back in job order.
 
         ``on_episode`` is called with each record as it finishes (write it to disk there). If it
-        raises, no further episode starts, the ones in flight are cancelled and the error propagates.
+        raises, it is called no more: no further episode starts or is reported (one that finished
+        meanwhile is dropped, to be replayed on resume), the ones in flight are cancelled and the
+        error propagates.
         ``check`` first makes sure something answers at ``base_url`` (:class:`EndpointError` if not).
         """
         if concurrency < 1:
@@ -370,6 +372,8 @@ class OpenAIAgent:
                             idle.append(worker)
                         else:
                             worker.close()
+                    if stopped:  # finished after on_episode raised: not reported
+                        return None
                     if on_episode is not None:
                         try:
                             on_episode(record)
