@@ -117,6 +117,29 @@ def test_a_killed_run_resumes_without_redoing_finished_episodes(tmp_path):
     assert summary.episodes == 8 and summary.success_rate == 1.0 and summary.timing.episodes_run == 5
 
 
+def test_a_killed_concurrent_local_run_stops_and_reports_nothing_after(tmp_path):
+    # CodeSandbox plays concurrency episodes at once in worker threads; a raising callback stops them all
+    reported = []
+
+    def crash_at_the_second(record):
+        reported.append(record.index)
+        if len(reported) == 2:
+            raise Crash("killed")
+
+    with pytest.raises(Crash):
+        evaluate_agent(
+            "agentgym/CodeSandbox-v1",
+            "oracle",
+            split="test",
+            episodes=8,
+            concurrency=2,
+            out_dir=tmp_path,
+            callback=crash_at_the_second,
+        )
+    assert len(reported) == 2 and indices(tmp_path) == sorted(reported)
+    assert not (tmp_path / "summary.json").exists()
+
+
 def test_resume_grows_a_run_and_drops_a_torn_line(tmp_path, capsys):
     eval_cli(capsys, tmp_path, "--agent", "random", "--episodes", "4", "--seed", "1")
     full = eval_cli(capsys, tmp_path / "straight", "--agent", "random", "--episodes", "6", "--seed", "1")

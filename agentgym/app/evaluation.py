@@ -310,15 +310,21 @@ class _ConcurrentPolicyPlayer(_Player):
         self.settings = {}
 
     def play(self, jobs: list[tuple[int, dict[str, Any]]], emit: Callable[[EpisodeRecord], None]) -> None:
-        lock, todo, problems = threading.Lock(), iter(list(jobs)), []
+        lock, todo, problems, stop = threading.Lock(), iter(list(jobs)), [], []
 
-        def locked_emit(record: EpisodeRecord) -> None:
+        def locked_emit(record: EpisodeRecord) -> None:  # once emit raised, nothing more is reported or started
             with lock:
-                emit(record)
+                if stop:
+                    return
+                try:
+                    emit(record)
+                except BaseException as exc:
+                    stop.append(exc)
+                    raise
 
         def next_job() -> tuple[int, dict[str, Any]] | None:
             with lock:
-                return next(todo, None)
+                return None if stop else next(todo, None)
 
         def work() -> None:
             try:
@@ -341,6 +347,8 @@ class _ConcurrentPolicyPlayer(_Player):
             worker.start()
         for worker in workers:
             worker.join()
+        if stop:  # the caller's emit (its callback) raised: the run stops with that error
+            raise stop[0]
         while (job := next_job()) is not None:  # no worker could play it: failed, with the reason
             reason = problems[-1] if problems else RuntimeError("no worker could play it")
             locked_emit(EpisodeRecord(index=job[0], reset=job[1], error=episode_error(reason)))
