@@ -59,6 +59,19 @@ class Trained:
 
 
 @dataclass(frozen=True)
+class TrainedLLM:
+    """A tiny language model trained by this script (``--model tiny``, the shipped base, and the tiny recipe
+    :data:`agentgym.app.recipes.TINY`): the ``warmup`` SFT stage, then ``steps`` of the ``stage`` RL recipe."""
+
+    label: str
+    stage: str  # a TINY key: "grpo", "ppo", ...
+    steps: int
+    quick_steps: int
+    warmup: str = "sft"
+    source: str = ""
+
+
+@dataclass(frozen=True)
 class EnvEntry:
     """One env of the leaderboard: where it is evaluated and which learners are trained for it."""
 
@@ -68,6 +81,7 @@ class EnvEntry:
     episodes: int | None  # None: every task of the split once
     quick_episodes: int | None
     trained: tuple[Trained, ...]
+    llms: tuple[TrainedLLM, ...] = ()
 
 
 ENVS: tuple[EnvEntry, ...] = (
@@ -117,6 +131,23 @@ ENVS: tuple[EnvEntry, ...] = (
                 100,
                 "benchmarks/learning_weatherrun.py (95 % test success after 350-700 episodes)",
                 {"eval_every": 0},
+            ),
+        ),
+        llms=(
+            TrainedLLM(
+                "LLM GRPO",
+                "grpo",
+                150,
+                3,
+                source="benchmarks/grpo_weatherrun.py experiment (a): ~3 min of GRPO after the format-only SFT "
+                "(68 / 53 / 53 % on 3 seeds there)",
+            ),
+            TrainedLLM(
+                "LLM PPO",
+                "ppo",
+                60,
+                2,
+                source="chosen here: as many episodes (64 a step) as GRPO's 16 × 4 in ~3 min, from the same SFT model",
             ),
         ),
     ),
@@ -183,7 +214,7 @@ ENVS: tuple[EnvEntry, ...] = (
         ),
     ),
 )
-ORDER = ("oracle", "Q-learning", "REINFORCE", "LLM", "random")  # tie-break of the tables' ranking
+ORDER = ("oracle", "Q-learning", "REINFORCE", "LLM GRPO", "LLM PPO", "LLM", "random")  # the tables' tie-break
 
 
 @dataclass
@@ -283,6 +314,43 @@ def train_agent(entry: EnvEntry, spec: Trained, out: Path, quick: bool) -> tuple
     return f"{kind}:{display_path(checkpoint)}", info
 
 
+def train_llm(entry: EnvEntry, spec: TrainedLLM, out: Path, quick: bool) -> tuple[str, dict[str, Any]]:
+    """The format-only SFT warm-up (trained once per env, shared by its LLM rows), then ``spec``'s RL stage from
+    it, seed 0; returns the ``hf:`` agent and what was done."""
+    from agentgym.app.recipes import tiny_overrides
+    from agentgym.trainers.grpo import GRPO, GRPOConfig
+    from agentgym.trainers.llm import LLMPolicy
+    from agentgym.trainers.llm_ppo import LLMPPO, LLMPPOConfig
+    from agentgym.trainers.sft import SFT, SFTConfig
+
+    root = out / "train" / short(entry.env_id)
+    warm = root / f"llm-{spec.warmup}"
+    if not (warm / "final" / "config.json").is_file():
+        start = time.perf_counter()
+        config = SFTConfig(**tiny_overrides(spec.warmup, entry.env_id), eval_split=None, seed=0)
+        SFT(LLMPolicy.from_pretrained("tiny"), config, out_dir=warm).learn(progress_bar=False)
+        (warm / "seconds.txt").write_text(f"{time.perf_counter() - start:.1f}\n")
+    warm_s = float((warm / "seconds.txt").read_text())
+    steps = spec.quick_steps if quick else spec.steps
+    run_dir = root / f"llm-{spec.stage}"
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+    trainer_cls, config_cls = (GRPO, GRPOConfig) if spec.stage.startswith("grpo") else (LLMPPO, LLMPPOConfig)
+    settings = {**tiny_overrides(spec.stage, entry.env_id), "steps": steps, "checkpoint_every": 0, "seed": 0}
+    start = time.perf_counter()
+    trainer_cls(warm / "final", config_cls(**settings, eval_split=None), out_dir=run_dir).learn(progress_bar=False)
+    info = {
+        "algorithm": spec.stage,
+        "steps": steps,
+        "warmup": spec.warmup,
+        "warmup_s": round(warm_s, 1),
+        "train_s": round(time.perf_counter() - start, 1),
+        "source": spec.source,
+        "checkpoint": display_path(run_dir / "final"),
+    }
+    return f"hf:{display_path(run_dir / 'final')}", info
+
+
 def evaluate(entry: EnvEntry, label: str, spec: str, out: Path, quick: bool, **kwargs: Any) -> RunSummary:
     """``evaluate_agent`` on ``entry``'s evaluation split, into a fresh ``out/eval/ENV/LABEL``."""
     run_dir = out / "eval" / short(entry.env_id) / label.replace(" ", "_")
@@ -322,17 +390,15 @@ def run(args: argparse.Namespace, llms: dict[str, str], out: Path) -> tuple[dict
             agent, info = train_agent(entry, spec, out, args.quick)
             print(f"  trained {spec.label} for {info['episodes']} episodes in {info['train_s']:.1f} s", flush=True)
             rows.append(Row(spec.label, agent, evaluate(entry, spec.label, agent, out, args.quick), info))
+        llm_settings = {"concurrency": args.llm_batch_size, "sampling": {**LLM_SAMPLING, "device": args.device}}
+        for spec in entry.llms if args.train_llm else ():
+            agent, info = train_llm(entry, spec, out, args.quick)
+            print(f"  {spec.label}: SFT {info['warmup_s']:.0f} s, {info['steps']} steps {info['train_s']:.0f} s")
+            summary = evaluate(entry, spec.label, agent, out, args.quick, **llm_settings)
+            rows.append(Row(spec.label, agent, summary, info))
         if entry.env_id in llms:
             agent = f"hf:{llms[entry.env_id]}"
-            summary = evaluate(
-                entry,
-                "LLM",
-                agent,
-                out,
-                args.quick,
-                concurrency=args.llm_batch_size,
-                sampling={**LLM_SAMPLING, "device": args.device},
-            )
+            summary = evaluate(entry, "LLM", agent, out, args.quick, **llm_settings)
             rows.append(Row("LLM", agent, summary, {"origin": model_origin(llms[entry.env_id])}))
         results[entry.env_id] = rank(rows)
     return results, time.perf_counter() - start
@@ -395,7 +461,9 @@ def markdown(results: dict[str, list[Row]], meta: dict[str, Any]) -> str:
     head = ["agent", *[f"{short(e.env_id)}{f' ({e.split})' if e.split else ''}" for e in envs]]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for label in ORDER:
-        cells = [label if label != "LLM" else "LLM¹"]
+        if not any(r.label == label for rows in results.values() for r in rows):
+            continue
+        cells = [label if not label.startswith("LLM") else f"{label}¹"]
         for e in envs:
             row = next((r for r in results[e.env_id] if r.label == label), None)
             cells.append(success_cell(row.summary) if row else "—¹")
@@ -449,21 +517,26 @@ def markdown(results: dict[str, list[Row]], meta: dict[str, Any]) -> str:
 
 
 def llm_footnote(results: dict[str, list[Row]], batch_size: int) -> str:
-    """Which model the LLM rows are, with which settings, and what the dashes mean."""
+    """Which models the LLM rows are, with which settings, and what the dashes mean."""
     parts = []
     for env_id, rows in results.items():
-        row = next((r for r in rows if r.label == "LLM"), None)
-        if row is not None:
-            origin = (row.train or {}).get("origin")
-            parts.append(f"{short(env_id)}: `{row.spec}`" + (f" ({origin})" if origin else ""))
+        for row in rows:
+            if row.label.startswith("LLM"):
+                t = row.train or {}
+                how = (
+                    f"{t['warmup']} {t['warmup_s']:.0f} s + {t['steps']} {t['algorithm']} steps {t['train_s']:.0f} s"
+                    if "steps" in t
+                    else t.get("origin")
+                )
+                parts.append(f"{row.label} on {short(env_id)}: `{row.spec}`" + (f" ({how})" if how else ""))
     settings = ", ".join(f"{k}={v!r}" for k, v in LLM_SAMPLING.items()) + f"; batches of {batch_size}"
     text = (
-        "LLM: " + "; ".join(parts) + f", greedy, with the tiny recipe's rollout settings ({settings}). "
+        "; ".join(parts) + f"; greedy, with the tiny recipe's rollout settings ({settings}). "
         if parts
-        else "No LLM was evaluated. "
+        else "No language model was evaluated (`--no-train-llm`). "
     )
     return text + (
-        "— : no trained language model for this env yet; evaluate one with "
+        "— : no language model trained for this env by this script; evaluate one with "
         "`python benchmarks/leaderboard.py --llm ENV_ID=PATH` (or `agentgym eval --agent hf:PATH`)."
     )
 
@@ -506,6 +579,13 @@ def env_section(entry: EnvEntry, rows: list[Row]) -> list[str]:
         lines += ["", "Training (seed 0, on the train split where the env has one):", ""]
         for r in sorted(trained, key=lambda r: ORDER.index(r.label)):
             t = r.train
+            if "steps" in t:  # a language model
+                lines.append(
+                    f"- {r.label}: the shipped tiny base, the tiny recipe's format-only `{t['warmup']}` warm-up "
+                    f"({t['warmup_s']:.0f} s), then {t['steps']} `{t['algorithm']}` steps ({t['train_s']:.0f} s); "
+                    f"`{r.spec}`, played greedily. Budget: {t['source']}."
+                )
+                continue
             hp = ", ".join(f"{k}={v}" for k, v in t["hyperparameters"].items() if k != "eval_every") or "defaults"
             kw = ", ".join(f"{k}={v!r}" for k, v in t["env_kwargs"].items()) or "default env"
             lines.append(
@@ -572,6 +652,12 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smoke run: 10 %% budgets, fewer CliffWalk episodes")
     parser.add_argument(
         "--llm", action="append", default=[], metavar="ENV_ID=PATH", help="a model directory to evaluate (repeatable)"
+    )
+    parser.add_argument(
+        "--no-train-llm",
+        dest="train_llm",
+        action="store_false",
+        help="skip training the tiny language models (the LLM GRPO / LLM PPO rows; ~7 min of the default run)",
     )
     parser.add_argument("--llm-batch-size", type=int, default=25, help="episodes an hf: model plays at once")
     parser.add_argument("--device", default="cpu", help="torch device of the hf: model")

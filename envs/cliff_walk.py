@@ -33,6 +33,7 @@ _ALIASES = {
 }
 # Gymnasium picks a slippery outcome with argmax(cumsum(p) > u); the same float thresholds here
 # make seeded slippery runs identical to CliffWalking-v1(is_slippery=True).
+_STARTS = [(r, c) for r in range(SHAPE[0]) for c in range(SHAPE[1]) if (r, c) not in CLIFF and (r, c) != GOAL]
 _SLIP_THRESHOLDS = np.cumsum([1 / 3] * 3)
 _MENU = [ToolCall("move", {"direction": d}).to_text() for d in DIRECTIONS]
 
@@ -82,6 +83,10 @@ class CliffWalkEnv(ToolEnv):
     - ``cliff_terminates`` (bool, True): whether falling ends the episode.
     - ``is_slippery`` (bool, False): the move goes in the intended direction or one of the two
       perpendicular ones, each with probability 1/3 (as Gymnasium's).
+    - ``exploring_starts`` (float, 0): the probability that a reset starts on a cell drawn uniformly
+      (seeded) from the 37 that are neither cliff nor goal instead of the start — Sutton & Barto's
+      exploring starts (§5.3; ``True`` is 1). A training aid for learners that only improve on what
+      they reach: a policy-gradient agent from the fixed start rarely sees the goal. Evaluate without it.
     - ``history`` (int, 0): previous turns kept in each observation.
     - ``render_mode``: ``"ansi"`` (text grid) or ``"rgb_array"`` (a small image).
 
@@ -101,12 +106,16 @@ class CliffWalkEnv(ToolEnv):
         *,
         cliff_terminates: bool = True,
         is_slippery: bool = False,
+        exploring_starts: float = 0.0,
         history: int = 0,
         render_mode: str | None = None,
     ) -> None:
         super().__init__(history=history, render_mode=render_mode)
         self.cliff_terminates = bool(cliff_terminates)
         self.is_slippery = bool(is_slippery)
+        self.exploring_starts = float(exploring_starts)
+        if not 0.0 <= self.exploring_starts <= 1.0:
+            raise ValueError(f"exploring_starts is a probability in [0, 1], got {exploring_starts!r}")
         self.pos = START
         self.fell = False
 
@@ -148,6 +157,8 @@ class CliffWalkEnv(ToolEnv):
         if self.is_slippery:
             self.np_random.random()  # Gymnasium draws the start state; keep the streams aligned
         self.pos, self.fell = START, False
+        if self.exploring_starts and self.np_random.random() < self.exploring_starts:
+            self.pos = _STARTS[int(self.np_random.integers(len(_STARTS)))]
 
     def summary(self) -> str:
         where = " · fell off the cliff" if self.fell else (" · at the goal" if self.success else "")

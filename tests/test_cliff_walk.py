@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import agentgym
-from agentgym.envs.cliff_walk import CliffWalkEnv, draw_path
+from agentgym.envs.cliff_walk import CLIFF, GOAL, CliffWalkEnv, draw_path
 from agentgym.wrappers import DiscreteToolActions
 
 ENV_ID = "agentgym/CliffWalk-v0"
@@ -166,3 +166,32 @@ def test_draw_path():
     picture = draw_path([36, 24, 25, 26])
     rows = picture.splitlines()
     assert rows[3].split()[0] == "^" and rows[2].split()[:2] == [">", ">"] and rows[3].split()[-1] == "G"
+
+
+def test_exploring_starts_cover_every_open_cell_by_seed_and_the_oracle_walks_home_from_each():
+    env = gym.make(ENV_ID, exploring_starts=True)
+    oracle = env.unwrapped.oracle()
+    starts = {}
+    for seed in range(400):
+        env.reset(seed=seed)
+        starts[seed] = env.unwrapped.pos
+    assert set(starts.values()) == {(r, c) for r in range(4) for c in range(12)} - set(CLIFF) - {GOAL}
+    assert all(env.reset(seed=s)[0] and env.unwrapped.pos == starts[s] for s in (3, 99))  # seeded
+    for seed, pos in list(starts.items())[:60]:
+        obs, _ = env.reset(seed=seed)
+        assert f"pos ({pos[0]},{pos[1]})" in obs
+        for _ in range(20):
+            obs, reward, terminated, _, _ = env.step(oracle.predict(obs)[0])
+            if terminated:
+                break
+        assert env.unwrapped.success and env.unwrapped.episode_return == -(abs(pos[0] - 2) + 11 - pos[1] + 1)
+    plain = gym.make(ENV_ID)
+    assert {plain.reset(seed=s) and plain.unwrapped.pos for s in range(20)} == {(3, 0)}  # off by default
+
+
+def test_exploring_starts_is_a_probability():
+    env = gym.make(ENV_ID, exploring_starts=0.5)
+    at_start = sum(env.reset(seed=s) and env.unwrapped.pos == (3, 0) for s in range(400))
+    assert 170 < at_start < 240  # ~205: half the resets at the start, plus the drawn ones that land on it
+    with pytest.raises(ValueError, match="exploring_starts is a probability"):
+        gym.make(ENV_ID, exploring_starts=2)

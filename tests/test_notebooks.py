@@ -42,6 +42,9 @@ def test_notebook_runs(path, tmp_path):
         assert all(outcome == "reaches the goal" and ret == -length for ret, length, outcome in greedy.values()), greedy
         assert greedy["Q-learning"][0] == -13  # off-policy: the optimal path along the cliff edge
         assert greedy["SARSA"][0] < -13  # on-policy under ε-greedy: a longer, safer path
+        llm = [int(x) for x in re.search(r"mean return of the sampled walks.*: \[(.*)\]", outputs)[1].split(",")]
+        assert llm[0] <= -60 and sum(llm[-2:]) / 2 >= llm[0] + 30, llm  # GRPO: it stops falling off the cliff
+        assert re.search(r"LLM \(8 GRPO steps\): greedy return -?\d+, \d+ moves", outputs)
     elif path.name == "03_llm_grpo_weatherrun.ipynb":
         assert "before SFT: format compliance 0%" in outputs
         compliance = int(re.search(r"after SFT: format compliance (\d+)%", outputs)[1])

@@ -138,7 +138,7 @@ def test_no_episode_is_reported_after_the_callback_raised(tmp_path):
         for kill_at in (1, 3, 6):
             reported = []
 
-            def kill(record):
+            def kill(record, reported=reported, kill_at=kill_at):
                 reported.append(record.index)
                 if len(reported) == kill_at:
                     raise Crash("killed")
