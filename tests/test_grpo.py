@@ -227,7 +227,7 @@ def test_short_grpo_raises_the_cliffwalk_return_from_the_fixed_start(seed):
     """The shipped base after a format-only warm-up (random directions) walks off the cliff within a few moves
     (mean return of its sampled walks from (3,0) about -90 to -100 over 20 turns). Eight GRPO steps on the fixed
     start teach it to stay on the grid (measured on 3 seeds: -94 -> -20 within 10 steps). That is the first thing an
-    LLM learns here, not the route: the goal is rarely reached (benchmarks/cliffwalk_learners.py)."""
+    LLM learns here, not the route: the goal is rarely reached (benchmarks/learning_cliffwalk.py)."""
     from agentgym.app.recipes import tiny_overrides
 
     torch.set_num_threads(2)

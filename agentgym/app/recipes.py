@@ -106,7 +106,7 @@ TINY: dict[str, dict[str, Any]] = {
 }
 
 
-# CliffWalk in text (benchmarks/cliffwalk_learners.py). The warm-up teaches the call with random directions (no route).
+# CliffWalk in text (benchmarks/learning_cliffwalk.py). The warm-up teaches the call with random directions (no route).
 # RL trains with exploring starts (a random open cell each reset) and the env's own 100-step limit: from the fixed
 # start a sampled walk almost never reaches the goal, and under a shorter cap (20 turns) a safe loop (-20) beats
 # every walk that risks the cliff (-100), so the runs tried settled there within 10 steps. Neither recipe reaches
