@@ -8,6 +8,10 @@ tasks (whose 10 cities never occur in training; training uses made-up city names
 - ``--experiment b`` (no WeatherRun SFT at all): GRPO straight from the base model, which at first
   answers from memory without looking anything up. Plotted: tool use, format compliance, test success
   and mean reward against steps and wall time, to show the phases (no tools → tools → using results).
+- ``--experiment labels`` (the peer: what labels teach): SFT from the base on oracle demonstrations with
+  their *correct* decisions, 512, 1,024 and 2,048 episodes (each from the base), then the same greedy test.
+  It shows how many labelled decisions the base needs to learn the rule, against which GRPO's reward-only
+  learning is measured.
 
 Both use the tiny recipe (``agentgym.app.recipes.TINY``): every turn shows the compact tool list and the
 env's one-line state (``turn_template="{signatures}\\n{summary}"``).
@@ -16,12 +20,13 @@ Run (each seed: a few minutes on 2 cores)::
 
     python benchmarks/grpo_weatherrun.py --experiment a --seeds 0 1 2 --minutes 3
     python benchmarks/grpo_weatherrun.py --experiment b --seeds 0 1 2 --minutes 10
+    python benchmarks/grpo_weatherrun.py --experiment labels --seeds 0 1 2
 
 ``--jobs 2`` trains two seeds at a time, one core and one torch thread each (the numbers in
 ``benchmarks/README.md`` were measured so: a seed's minutes are one core's, a stricter budget than 2 cores).
 The clock is the time spent in training steps; the test evaluations between them are not counted.
 
-Writes ``benchmarks/results/grpo_weatherrun_{a,b}.json`` and ``.png``.
+Writes ``benchmarks/results/grpo_weatherrun_{a,b}.json`` and ``.png``, and ``grpo_weatherrun_labels.json``.
 """
 
 from __future__ import annotations
@@ -92,6 +97,22 @@ def run_seed(
     return {"seed": seed, "sft_seconds": sft_seconds, "steps": rows[-1]["step"], "timing": timing, "curve": curve}
 
 
+def labelled(seed: int, threads: int, model: str | None = None, sizes: tuple[int, ...] = (512, 1024, 2048)) -> dict:
+    """SFT from the base on ``n`` oracle episodes with their correct decisions, for each ``n``; the greedy test."""
+    torch.set_num_threads(threads)
+    points = []
+    for n in sizes:
+        policy = LLMPolicy.from_pretrained(model or base_model_path())
+        t0 = time.perf_counter()
+        config = SFTConfig(**{**TINY["sft"], "randomize_decisions": False, "episodes": n}, seed=seed, eval_split=None)
+        SFT(policy, config).learn(progress_bar=False)
+        seconds = time.perf_counter() - t0
+        result = GRPO(policy, GRPOConfig(**TINY["grpo"], steps=1, seed=seed)).evaluate()
+        points.append({"episodes": n, "sft_seconds": round(seconds, 1), **{k: result[k[5:]] for k in KEYS}})
+        print(f"[labels seed {seed}] {n} labelled episodes, {seconds:.0f} s: " + _line(points[-1]), flush=True)
+    return {"seed": seed, "points": points}
+
+
 def _line(row: dict) -> str:
     return "  ".join(f"{k[5:]} {row[k]:.0%}" if k != "eval_reward" else f"reward {row[k]:+.2f}" for k in KEYS)
 
@@ -132,7 +153,7 @@ def plot(runs: list[dict], path: Path, title: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--experiment", choices=["a", "b"], default="a")
+    parser.add_argument("--experiment", choices=["a", "b", "labels"], default="a")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--minutes", type=float, help="GRPO wall-clock budget per seed (default: a 3, b 10)")
     parser.add_argument("--eval-every", type=int, default=10, help="GRPO steps between test evaluations")
@@ -146,6 +167,11 @@ def main() -> None:
     )
     args = parser.parse_args()
     overrides = {k: json.loads(v) for k, v in (item.split("=", 1) for item in args.set)}
+    if args.experiment == "labels":
+        runs = [labelled(seed, args.threads, args.model) for seed in args.seeds]
+        Path(args.results).mkdir(parents=True, exist_ok=True)
+        (Path(args.results) / "grpo_weatherrun_labels.json").write_text(json.dumps({"runs": runs}, indent=2) + "\n")
+        return
     minutes = args.minutes or (3.0 if args.experiment == "a" else 10.0)
     jobs = [
         (
