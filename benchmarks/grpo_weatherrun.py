@@ -42,6 +42,7 @@ import torch
 from agentgym.app.recipes import TINY
 from agentgym.trainers.grpo import GRPO, GRPOConfig
 from agentgym.trainers.llm import LLMPolicy
+from agentgym.trainers.rollout import evaluate_split
 from agentgym.trainers.sft import SFT, SFTConfig
 from agentgym.trainers.tiny_model import base_model_path
 
@@ -107,7 +108,7 @@ def labelled(seed: int, threads: int, model: str | None = None, sizes: tuple[int
         config = SFTConfig(**{**TINY["sft"], "randomize_decisions": False, "episodes": n}, seed=seed, eval_split=None)
         SFT(policy, config).learn(progress_bar=False)
         seconds = time.perf_counter() - t0
-        result = GRPO(policy, GRPOConfig(**TINY["grpo"], steps=1, seed=seed)).evaluate()
+        result = evaluate_split(policy, config, split="test")  # greedy, as GRPO's evaluations
         points.append({"episodes": n, "sft_seconds": round(seconds, 1), **{k: result[k[5:]] for k in KEYS}})
         print(f"[labels seed {seed}] {n} labelled episodes, {seconds:.0f} s: " + _line(points[-1]), flush=True)
     return {"seed": seed, "points": points}
