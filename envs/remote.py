@@ -25,10 +25,11 @@ sequence number and the server answers a repeated one from its record instead of
 What trainers and evaluators use besides ``reset``/``step`` comes over the protocol too:
 :meth:`RemoteEnv.observation_parts` (so :func:`agentgym.core.parts_of` and the LLM rollout's summary prompts work
 unchanged), :meth:`~RemoteEnv.task_prompt`, :meth:`~RemoteEnv.tools_prompt`, ``num_tasks``,
-:meth:`~RemoteEnv.reward_bounds`, :meth:`~RemoteEnv.oracle` (the server's oracle, played on the session's
-latest observation) and :meth:`~RemoteEnv.discrete_view` (``view="discrete"``: the server wraps the session's
-env in :class:`~agentgym.wrappers.DiscreteToolActions`, so the spaces are ``Discrete`` and trajectories are those
-of ``as_discrete(gym.make(env_id))``). :class:`RemoteVectorEnv` steps N sessions at once.
+:meth:`~RemoteEnv.reward_bounds`, and, from a server started with ``--operator`` (they hand out answers, so a server
+an agent under test reaches refuses them with 403), :meth:`~RemoteEnv.oracle` (the server's oracle, played on the
+session's latest observation) and :meth:`~RemoteEnv.discrete_view` (``view="discrete"``: the server wraps the
+session's env in :class:`~agentgym.wrappers.DiscreteToolActions`, so the spaces are ``Discrete`` and trajectories
+are those of ``as_discrete(gym.make(env_id))``). :class:`RemoteVectorEnv` steps N sessions at once.
 
 Errors: :class:`RemoteEnvError` (a ``RuntimeError``) for what the server refused, with its one-line reason;
 :class:`RemoteEnvUnavailable` (also a ``ConnectionError``) when no server answers — an infrastructure failure,
@@ -413,13 +414,15 @@ class RemoteEnv(gym.Env):
         return (self._first_parts.tools if self._first_parts else None) or ""
 
     def oracle(self) -> RemoteOracle:
-        """The served env's scripted oracle, asked for each action over the protocol (``eval --agent oracle``)."""
+        """The served env's scripted oracle, asked for each action over the protocol (``eval --agent oracle``; the
+        server must run with ``--operator``, else the first ``predict`` raises :class:`RemoteEnvError`, 403)."""
         if self.view != "text":
             raise RemoteEnvError("the oracle plays the text view; use the env this discrete view was opened from")
         return RemoteOracle(self)
 
     def discrete_view(self) -> RemoteEnv:
-        """A new session on this env's server in ``view="discrete"`` (closed when this env is closed)."""
+        """A new session on this env's server in ``view="discrete"`` (closed when this env is closed; the server must
+        run with ``--operator``, else :class:`RemoteEnvError`, 403)."""
         view = RemoteEnv(self.base_url, view="discrete", **self._settings)
         self._views.append(view)
         return view

@@ -236,7 +236,7 @@ class _GuardedFunctions:
     """
 
     def __init__(self, max_value_bytes: int) -> None:
-        self.engine = sqlite3.connect(":memory:", isolation_level=None)
+        self.engine = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
         self.engine.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max_value_bytes)
         self.engine.text_factory = _decode_text
         self.refusal: str | None = None
@@ -293,6 +293,8 @@ class ReadOnlySQLite:
         max_columns: Most result columns accepted.
         max_count: Rows beyond the kept ones are counted up to this number, then counting stops.
         max_result_bytes: Most bytes the kept rows may hold (text and blobs by length, numbers 8 each).
+
+    Any thread may call it, one call at a time (an env is stepped so: the MCP server steps from worker threads).
     """
 
     def __init__(
@@ -339,7 +341,9 @@ class ReadOnlySQLite:
         self._deadline = 0.0
         self._stopped_by = ""  # the limit the running statement is held to, in words (for the timeout message)
         self._denied: str | None = None
-        conn = sqlite3.connect(f"{self.path.as_uri()}?mode=ro", uri=True, isolation_level=None)
+        # check_same_thread=False: before, every query of an env stepped from another thread than the one that made
+        # it (the MCP server's workers) failed with "SQLite objects created in a thread can only be used in ...".
+        conn = sqlite3.connect(f"{self.path.as_uri()}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
         try:
             conn.execute("PRAGMA query_only = 1")
             limits = {
