@@ -72,6 +72,7 @@ from agentgym.core import ObservationParts, Turn
 from agentgym.spaces import AnyText
 
 __all__ = [
+    "MAX_REPLY_BYTES",
     "PROTOCOL",
     "RemoteEnv",
     "RemoteEnvError",
@@ -91,6 +92,10 @@ PROTOCOL = "agentgym-env/1"
 
 API = "/v1"
 """Every session endpoint lives under this path (``/health`` and ``/metrics`` do not)."""
+
+MAX_REPLY_BYTES = 16 << 20
+"""The largest reply a client reads (an honest one holds one observation, its parts and ``info``: well under 1 MiB);
+a server that sends more is refused with :class:`RemoteEnvError`, as is one whose reply is not a JSON object."""
 
 _TAG = "$agentgym"
 _MAX_DEPTH = 64  # a value nested deeper is refused (JSON from a client is attacker-shaped)
@@ -510,8 +515,16 @@ class RemoteEnv(gym.Env):
         raise AssertionError("unreachable")
 
     def _http_call(self, method: str, path: str, message: dict[str, Any]) -> dict[str, Any]:
-        response = self._http.request(method, f"{self.base_url}{path}", content=dumps(message))
-        return self._reply(response.status_code, response.content)
+        with self._http.stream(method, f"{self.base_url}{path}", content=dumps(message)) as response:
+            body = bytearray()
+            for chunk in response.iter_bytes():
+                body += chunk
+                if len(body) > MAX_REPLY_BYTES:
+                    raise self._too_big()
+            return self._reply(response.status_code, bytes(body))
+
+    def _too_big(self) -> RemoteEnvError:
+        return RemoteEnvError(f"the env server at {self.base_url} sent a reply over {MAX_REPLY_BYTES >> 20} MiB")
 
     def _ws_call(self, message: dict[str, Any]) -> dict[str, Any]:
         from websockets.exceptions import ConnectionClosed, InvalidStatus
@@ -521,7 +534,7 @@ class RemoteEnv(gym.Env):
             url = self.base_url.replace("http", "ws", 1) + f"{API}/sessions/{self.session_id}/ws"
             try:
                 opening = connect(url, additional_headers=self._headers, open_timeout=min(self.timeout_s, 5.0),
-                                  max_size=None, compression=None, ping_interval=None)  # fmt: skip
+                                  max_size=MAX_REPLY_BYTES, compression=None, ping_interval=None)  # fmt: skip
                 self._ws = opening.__enter__()  # websockets >= 17 wants a context manager; < 17 returns the socket
             except InvalidStatus as exc:
                 body = exc.response.body or b""
@@ -535,10 +548,17 @@ class RemoteEnv(gym.Env):
                 f"the env server at {self.base_url} gave no answer within {self.timeout_s:g} s (timeout_s)"
             ) from None
         except ConnectionClosed as exc:
+            if any(close is not None and close.code == 1009 for close in (exc.sent, exc.rcvd)):  # over max_size
+                self._drop_ws()
+                raise self._too_big() from None
             raise _WSClosed(str(exc)) from None
-        reply = json.loads(text)
-        status = reply.get("error", {}).get("status", 200) if isinstance(reply, dict) else 200
-        return self._reply(status, reply)
+        try:
+            reply = json.loads(text)
+        except (ValueError, RecursionError):
+            return self._reply(200, text.encode("utf-8", "replace"))
+        error = reply.get("error") if isinstance(reply, dict) else None
+        status = error.get("status", 500) if isinstance(error, dict) else 200
+        return self._reply(status if isinstance(status, int) else 500, reply)
 
     def _drop_ws(self) -> None:
         if self._ws is not None:
@@ -551,10 +571,13 @@ class RemoteEnv(gym.Env):
     def _reply(self, status: int, body: bytes | dict[str, Any]) -> dict[str, Any]:
         try:
             reply = body if isinstance(body, dict) else json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested deeper than Python reads
             reply = {"error": {"message": bytes(body[:200]).decode("utf-8", "replace")}}
+        if not isinstance(reply, dict):
+            reply = {"error": {"message": f"a JSON {type(reply).__name__} where an object belongs"}}
         if status >= 400 or "error" in reply:
-            message = reply.get("error", {}).get("message", "") if isinstance(reply, dict) else str(reply)[:200]
+            error = reply.get("error")
+            message = str(error.get("message", "") if isinstance(error, dict) else error)[:300]
             raise RemoteEnvError(f"the env server at {self.base_url} answered {status}: {message}", status=status)
         if reply.get("protocol") != PROTOCOL:
             raise RemoteEnvError(

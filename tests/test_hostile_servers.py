@@ -17,6 +17,7 @@ import base64
 import contextlib
 import json
 import os
+import re
 import socket
 import struct
 import threading
@@ -430,3 +431,63 @@ def test_mcp_sessions_at_the_cap_step_together_and_sessions_never_closed_are_rea
         assert anyio.run(again)
         extra = [t.name for t in threading.enumerate() if t.ident not in steady]
         assert set(extra) <= {"AnyIO worker thread"} and len(extra) <= 40, extra  # anyio's pool, not one a session
+
+
+# ---------------------------------------------------------------------------------------------- 3. the client
+
+
+class Hostile:
+    """An "env server" that answers every HTTP request with ``reply`` (status, body), then closes."""
+
+    def __init__(self, status: int, body: bytes) -> None:
+        self.status, self.body = status, body
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            with conn:
+                try:
+                    request = b""
+                    while b"\r\n\r\n" not in request:
+                        request += conn.recv(65536)
+                    length = int(re.search(rb"content-length: (\d+)", request, re.I).group(1))
+                    while len(request.split(b"\r\n\r\n", 1)[1]) < length:
+                        request += conn.recv(65536)
+                    head = f"HTTP/1.1 {self.status} X\r\nContent-Length: {len(self.body)}\r\nConnection: close\r\n\r\n"
+                    conn.sendall(head.encode() + self.body)
+                    conn.shutdown(socket.SHUT_WR)
+                    while conn.recv(65536):
+                        pass
+                except OSError:
+                    pass
+
+
+@pytest.mark.parametrize(
+    "status, body, words",
+    [
+        (200, b"x" * (17 << 20), "over 16 MiB"),
+        (200, b"[" * 100_000 + b"]" * 100_000, "answered 200: [[[["),
+        (500, b'{"error": 5}', "answered 500: 5"),
+        (200, b"[1, 2]", "a JSON list where an object belongs"),
+    ],
+    ids=["huge", "deep", "odd-error", "not-an-object"],
+)
+def test_the_remote_client_refuses_a_hostile_server_in_one_line(status, body, words):
+    """Before: a 17 MiB reply was read whole, deep nesting raised RecursionError, an error that is not an object
+    raised AttributeError. Now each is a RemoteEnvError naming what the server did."""
+    from agentgym.envs.remote import RemoteEnvError
+
+    server = Hostile(status, body)
+    try:
+        with pytest.raises(RemoteEnvError) as refused:
+            gym.make("agentgym/Remote-v0", base_url=server.url, transport="http", retries=0)
+        message = str(refused.value)
+        assert words in message and "\n" not in message and len(message) < 500, message
+    finally:
+        server.listener.close()
