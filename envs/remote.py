@@ -32,6 +32,7 @@ session's env in :class:`~agentgym.wrappers.DiscreteToolActions`, so the spaces 
 are those of ``as_discrete(gym.make(env_id))``). :class:`RemoteVectorEnv` steps N sessions at once.
 
 Errors: :class:`RemoteEnvError` (a ``RuntimeError``) for what the server refused, with its one-line reason;
+:class:`RemoteEnvForbidden` (also a ``PermissionError``) for a wrong token or an operator-only feature;
 :class:`RemoteEnvUnavailable` (also a ``ConnectionError``) when no server answers — an infrastructure failure,
 not the agent's.
 
@@ -76,6 +77,7 @@ __all__ = [
     "PROTOCOL",
     "RemoteEnv",
     "RemoteEnvError",
+    "RemoteEnvForbidden",
     "RemoteEnvUnavailable",
     "RemoteVectorEnv",
     "ResetRequest",
@@ -111,6 +113,10 @@ class RemoteEnvError(RuntimeError):
 
 class RemoteEnvUnavailable(RemoteEnvError, ConnectionError):
     """No env server answered (after the retries): an infrastructure failure, not the agent's."""
+
+
+class RemoteEnvForbidden(RemoteEnvError, PermissionError):
+    """The env server refused this client (401: the token) or this feature (403: one for its operator only)."""
 
 
 # ---------------------------------------------------------------------------------------------- the value codec
@@ -368,6 +374,9 @@ class RemoteEnv(gym.Env):
         created = self._with_retries(lambda: self._http_call("POST", f"{API}/sessions", body))
         self.session_id: str = created["session"]
         self.served_env_id: str = created["env_id"]
+        self.operator: bool = created.get("operator", True)
+        """Whether the server serves its operator's features, the oracle and the discrete view (an older server
+        that does not say served them)."""
         self._check_served(created, env_id, {**(env_kwargs or {}), **kwargs})
         if created.get("view", "text") != view:
             self.close()
@@ -423,6 +432,12 @@ class RemoteEnv(gym.Env):
         server must run with ``--operator``, else the first ``predict`` raises :class:`RemoteEnvError`, 403)."""
         if self.view != "text":
             raise RemoteEnvError("the oracle plays the text view; use the env this discrete view was opened from")
+        if not self.operator:
+            raise RemoteEnvForbidden(
+                f"the env server at {self.base_url} serves no oracle (it hands out answers): its operator starts it "
+                "with `agentgym serve env --operator` for their own baselines",
+                status=403,
+            )
         return RemoteOracle(self)
 
     def discrete_view(self) -> RemoteEnv:
@@ -500,6 +515,8 @@ class RemoteEnv(gym.Env):
         for attempt in range(self.retries + 1):
             try:
                 return call()
+            except RemoteEnvError:  # the server answered (RemoteEnvForbidden is an OSError too): no retry
+                raise
             except (httpx.TransportError, OSError, _WSClosed) as exc:
                 if isinstance(exc, httpx.TimeoutException) and not isinstance(exc, httpx.ConnectTimeout):
                     raise RemoteEnvError(
@@ -578,7 +595,8 @@ class RemoteEnv(gym.Env):
         if status >= 400 or "error" in reply:
             error = reply.get("error")
             message = str(error.get("message", "") if isinstance(error, dict) else error)[:300]
-            raise RemoteEnvError(f"the env server at {self.base_url} answered {status}: {message}", status=status)
+            kind = RemoteEnvForbidden if status in (401, 403) else RemoteEnvError
+            raise kind(f"the env server at {self.base_url} answered {status}: {message}", status=status)
         if reply.get("protocol") != PROTOCOL:
             raise RemoteEnvError(
                 f"the env server at {self.base_url} speaks {reply.get('protocol')!r}; this client speaks {PROTOCOL!r}"

@@ -173,6 +173,20 @@ def test_no_env_server_route_hands_out_an_answer_unless_the_operator_asks(env_id
     assert gated["discrete"].status_code == 200 and any(secret in seen for secret in secrets)
 
 
+@pytest.mark.parametrize("agent", ["oracle", "random"])
+def test_eval_against_a_server_without_operator_stops_at_once_in_one_line(agent, capsys):
+    """``agentgym eval --env-url`` with an agent that needs the operator's features: exit 2 before any episode,
+    one line saying how the operator turns them on (before: the oracle failed every episode, the random agent's
+    discrete view a traceback)."""
+    from agentgym.cli import main
+
+    with EnvServer("agentgym/WeatherRun-v0", port=0) as server:
+        code = main(["eval", "--env-url", server.url, "--agent", agent, "--episodes", "2", "--no-progress"])
+        assert server.sessions.counts["steps"] == 0
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err and "--operator" in err, err
+
+
 def walk_mcp_server(url: str, env_id: str) -> str:
     """Every MCP route: tools, the control tool, env tools (random calls), the prompt, both resources, and names
     that do not exist."""
