@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import json
-import os
 import re
 import socket
 import subprocess
@@ -39,6 +37,9 @@ import gymnasium as gym
 import httpx
 
 import agentgym  # noqa: F401  (registers the ids)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' raw WebSocket client, for misbehaving
+from tests.test_hostile_servers import ws_frame, ws_open  # noqa: E402
 
 ENV_ID = "agentgym/WeatherRun-v0"
 IDLE_S = 2.0
@@ -76,28 +77,14 @@ def wait_until(condition: Any, seconds: float) -> None:
 # ---------------------------------------------------------------------------------------------- env server
 
 
+def address(url: str) -> tuple[str, int]:
+    host, port = url.removeprefix("http://").split("/")[0].split(":")
+    return host, int(port)
+
+
 def metric(url: str, name: str) -> float:
     text = httpx.get(f"{url}/metrics", timeout=30).text
     return float(re.search(rf"^{name} (\S+)$", text, re.M).group(1))
-
-
-def ws_open(url: str, path: str) -> socket.socket:
-    host, port = url.removeprefix("http://").split(":")
-    sock = socket.create_connection((host, int(port)))
-    key = base64.b64encode(os.urandom(16)).decode()
-    sock.sendall(
-        f"GET {path} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-        f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
-    )
-    head = b""
-    while b"\r\n\r\n" not in head:
-        head += sock.recv(4096)
-    return sock
-
-
-def ws_frame(opcode: int, payload: bytes) -> bytes:
-    mask = os.urandom(4)
-    return bytes([0x80 | opcode, 0x80 | len(payload)]) + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
 
 
 def env_round(url: str, steps: int) -> dict[str, Any]:
@@ -130,11 +117,11 @@ def env_round(url: str, steps: int) -> dict[str, Any]:
         for i in range(8):  # a step, then gone
             sid = http.post("/v1/sessions", json={}).json()["session"]
             http.post(f"/v1/sessions/{sid}/reset", json={"seed": i})
-            sock = ws_open(url, f"/v1/sessions/{sid}/ws")
+            sock = ws_open(address(url), f"/v1/sessions/{sid}/ws")
             sock.sendall(ws_frame(0x1, json.dumps({"op": "step", "action": "answer(true)"}).encode()))
             sock.close()
         sid = http.post("/v1/sessions", json={}).json()["session"]
-        flood = ws_open(url, f"/v1/sessions/{sid}/ws")
+        flood = ws_open(address(url), f"/v1/sessions/{sid}/ws")
         flood.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 16)
         flood.settimeout(0.5)
         burst, sent, end = ws_frame(0x9, b"p" * 125) * 512, 0, time.monotonic() + 3
@@ -203,11 +190,10 @@ async def mcp_round(url: str, steps: int) -> dict[str, Any]:
                 pass
     await held[0][1].call_tool("next_task", {})
     await asyncio.gather(*(play(session) for _, session in held))
-    host, port = url.removeprefix("http://").split("/")[0].split(":")
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                        "params": {"name": "get_weather", "arguments": {"city": "Lima"}}}).encode()  # fmt: skip
     for _ in range(8):  # a call, then gone (no session: refused or answered, the connection is dropped)
-        sock = socket.create_connection((host, int(port)))
+        sock = socket.create_connection(address(url))
         sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                      b"Accept: application/json, text/event-stream\r\n"
                      + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)  # fmt: skip

@@ -36,6 +36,7 @@ from agentgym import ToolEnv, tool
 from agentgym.app.env_server import EnvServer, ServerLimits
 from agentgym.app.mcp_server import EpisodeHost, MCPHTTPServer
 from agentgym.envs.sandbox import layer_status
+from tests.test_step_budget import RawServer
 
 SQL, CODE = "agentgym/SQLLookup-v0", "agentgym/CodeSandbox-v0"
 HAS_SANDBOX = any(problem is None for layer, problem in layer_status().items() if layer != "unsafe")
@@ -301,9 +302,9 @@ def raw_request(server: EnvServer, path: str, body: dict) -> socket.socket:
     return sock
 
 
-def ws_open(server: EnvServer, path: str) -> socket.socket:
-    """A raw WebSocket (handshake done), for clients that misbehave."""
-    sock = socket.create_connection(server.server_address[:2])
+def ws_open(address: tuple[str, int], path: str) -> socket.socket:
+    """A raw WebSocket to the server at ``address`` (handshake done), for clients that misbehave."""
+    sock = socket.create_connection(address)
     key = base64.b64encode(os.urandom(16)).decode()
     sock.sendall(
         f"GET {path} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
@@ -335,7 +336,7 @@ def test_a_client_that_vanishes_mid_step_leaves_a_retryable_session_and_no_threa
             if transport == "http":
                 gone = raw_request(server, f"/v1/sessions/{sid}/step", message)
             else:
-                gone = ws_open(server, f"/v1/sessions/{sid}/ws")
+                gone = ws_open(server.server_address[:2], f"/v1/sessions/{sid}/ws")
                 gone.sendall(ws_frame(0x1, json.dumps({"op": "step", **message}).encode()))
             time.sleep(0.1)
             gone.close()  # mid-step
@@ -354,7 +355,7 @@ def test_a_websocket_flood_from_a_client_that_never_reads_is_held_back(flood):
     a few MiB into the kernel's buffers, and the server keeps answering others."""
     with EnvServer("agentgym/CliffWalk-v0", port=0) as server:
         sid = httpx.post(f"{server.url}/v1/sessions", json={}).json()["session"]
-        sock = ws_open(server, f"/v1/sessions/{sid}/ws")
+        sock = ws_open(server.server_address[:2], f"/v1/sessions/{sid}/ws")
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 16)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 12)
         if flood == "pings":
@@ -450,36 +451,29 @@ def test_mcp_sessions_at_the_cap_step_together_and_sessions_never_closed_are_rea
 # ---------------------------------------------------------------------------------------------- 3. the client
 
 
-class Hostile:
-    """An "env server" that answers every HTTP request with ``reply`` (status, body), then closes."""
+class Hostile(RawServer):
+    """An "env server" that answers every HTTP request with ``status`` and ``body``, then closes."""
 
     def __init__(self, status: int, body: bytes) -> None:
         self.status, self.body = status, body
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
-        threading.Thread(target=self.serve, daemon=True).start()
+        super().__init__()
 
-    def serve(self) -> None:
-        while True:
+    def answer(self, conn: socket.socket) -> None:
+        with conn:
             try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            with conn:
-                try:
-                    request = b""
-                    while b"\r\n\r\n" not in request:
-                        request += conn.recv(65536)
-                    length = int(re.search(rb"content-length: (\d+)", request, re.I).group(1))
-                    while len(request.split(b"\r\n\r\n", 1)[1]) < length:
-                        request += conn.recv(65536)
-                    head = f"HTTP/1.1 {self.status} X\r\nContent-Length: {len(self.body)}\r\nConnection: close\r\n\r\n"
-                    conn.sendall(head.encode() + self.body)
-                    conn.shutdown(socket.SHUT_WR)
-                    while conn.recv(65536):
-                        pass
-                except OSError:
+                request = b""
+                while b"\r\n\r\n" not in request:
+                    request += conn.recv(65536)
+                length = int(re.search(rb"content-length: (\d+)", request, re.I).group(1))
+                while len(request.split(b"\r\n\r\n", 1)[1]) < length:
+                    request += conn.recv(65536)
+                head = f"HTTP/1.1 {self.status} X\r\nContent-Length: {len(self.body)}\r\nConnection: close\r\n\r\n"
+                conn.sendall(head.encode() + self.body)
+                conn.shutdown(socket.SHUT_WR)
+                while conn.recv(65536):
                     pass
+            except OSError:
+                pass
 
 
 @pytest.mark.parametrize(
@@ -504,4 +498,4 @@ def test_the_remote_client_refuses_a_hostile_server_in_one_line(status, body, wo
         message = str(refused.value)
         assert words in message and "\n" not in message and len(message) < 500, message
     finally:
-        server.listener.close()
+        server.close()

@@ -5,8 +5,8 @@ Consecutive runs on one zygote: files, environment, modules and builtins, signal
 memory and Unix sockets, the work dir's space. Concurrent runs get zygotes of their own. The zygote's memory never
 holds a run's code. Through CodeSandbox, class by class (files, environment, builtins and modules, a daemon serving
 a stash, a daemon forging result records, leftover processes and a full disk): a wrong submission after the planting
-scores 0, and a correct one still scores 1. The hostile-program suites run in warm mode too (``tests/test_sandbox.py`` and
-``tests/test_hostile_sandbox.py``, ids ``[bwrap-warm]`` and ``[unshare-warm]``).
+scores 0, and a correct one still scores 1. The hostile-program suites run in warm mode too
+(``tests/test_sandbox.py`` and ``tests/test_hostile_sandbox.py``, ids ``[bwrap-warm]`` and ``[unshare-warm]``).
 """
 
 from __future__ import annotations

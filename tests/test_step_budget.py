@@ -78,15 +78,13 @@ def test_sandboxed_programs_share_one_budget():
     check_budget(env, call("run_python", code=loop(0)), combined)
 
 
-class Trickle:
-    """A weather server that answers each request with headers, then one body byte every 50 ms for a second: no
-    single read is slower than httpx's timeout, so only a deadline on the whole lookup ends it."""
+class RawServer:
+    """A TCP server on 127.0.0.1 that hands each connection to :meth:`answer`, on a thread of its own."""
 
     def __init__(self) -> None:
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
-        self.thread = threading.Thread(target=self.serve, daemon=True)
-        self.thread.start()
+        threading.Thread(target=self.serve, daemon=True).start()
 
     def serve(self) -> None:
         while True:
@@ -96,8 +94,18 @@ class Trickle:
                 return
             threading.Thread(target=self.answer, args=(conn,), daemon=True).start()
 
-    @staticmethod
-    def answer(conn: socket.socket) -> None:
+    def answer(self, conn: socket.socket) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+class Trickle(RawServer):
+    """A weather server that answers each request with headers, then one body byte every 50 ms for a second: no
+    single read is slower than httpx's timeout, so only a deadline on the whole lookup ends it."""
+
+    def answer(self, conn: socket.socket) -> None:
         with conn:
             try:
                 conn.recv(65536)
@@ -107,9 +115,6 @@ class Trickle:
                     conn.sendall(b" ")
             except OSError:
                 pass
-
-    def close(self) -> None:
-        self.listener.close()
 
 
 def test_weather_lookups_share_one_budget():
