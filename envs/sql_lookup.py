@@ -650,8 +650,8 @@ class SQLLookupEnv(ToolEnv):
             + [ToolCall("answer_sql", {"query": c}).to_text() for c in self.candidates]
         )
 
-    def oracle(self, run_query: bool = True) -> SQLOracle:
-        return SQLOracle(self.tasks, self.table_names, run_query=run_query)
+    def oracle(self, run_query: bool = True, describe: bool = True) -> SQLOracle:
+        return SQLOracle(self.tasks, self.table_names, run_query=run_query, describe=describe)
 
     def render_text(self) -> str:
         return f"{self.task.question}\n{self.summary()}\n"
@@ -713,16 +713,20 @@ class SQLOracle:
 
     It reads only the observation text (the question and the state summary), and knows the tasks'
     gold queries, so it plays any SQLLookup env through the same interface a model does and scores
-    100%. ``predict(obs) -> (action_text, None)``. ``run_query=False`` skips the ``run_sql`` turn: it looks
-    up what the query needs (``describe_table``) and then answers (demonstrations for SFT with one turn less).
+    100%. ``predict(obs) -> (action_text, None)``. For shorter demonstrations: ``run_query=False`` skips the
+    ``run_sql`` turn (it looks up what the query needs with ``describe_table``, then answers); with ``describe=False``
+    too it answers at once.
     """
 
-    def __init__(self, tasks: Sequence[SQLTask], tables: Sequence[str], *, run_query: bool = True) -> None:
+    def __init__(
+        self, tasks: Sequence[SQLTask], tables: Sequence[str], *, run_query: bool = True, describe: bool = True
+    ) -> None:
         self.gold: dict[str, str] = {}
         for task in tasks:
             self.gold.setdefault(task.question, task.gold_sql)
         self.tables = list(tables)
         self.run_query = run_query
+        self.describe = describe
 
     def tables_of(self, sql: str) -> list[str]:
         """The tables a query names, in order of first mention (:func:`tables_in`)."""
@@ -736,7 +740,7 @@ class SQLOracle:
             return ToolCall("list_tables", {}).to_text(), None
         seen, queries = int(progress[-1].group(1)), int(progress[-1].group(2))
         tables = self.tables_of(gold)
-        if seen < len(tables):
+        if seen < len(tables) and self.describe:
             return ToolCall("describe_table", {"name": tables[seen]}).to_text(), None
         if queries == 0 and self.run_query:
             return ToolCall("run_sql", {"query": gold}).to_text(), None

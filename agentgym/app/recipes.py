@@ -158,20 +158,22 @@ def tiny_overrides(stage: str, env_id: str) -> dict[str, Any]:
 
 
 # SQLLookup (benchmarks/sql_lm.py). The prompt is the question's line and the state line (the instructions after the
-# question are the same for every task); the demonstrations describe the tables the gold query uses and then answer
-# with it (no run_sql turn); training plays the shipped training set (task_set="training": the same families on a
-# training database with more values, no test question or gold query in it) and evaluates on SQLLookup-v1's test split.
-# Answers are long (gold queries are 40-240 tokens with this tokenizer), hence max_new_tokens 256.
+# question are the same for every task); training plays the shipped training set (task_set="training": the v0 families
+# on a training database with more values, no test question or gold query in it) and evaluates on SQLLookup-v1's test
+# split. The demonstrations answer with the gold query at once (oracle run_query=False, describe=False): with the
+# describe_table turns first, the tiny base did not learn to stop looking up (the switch to answer_sql turns on one
+# digit of the state line, "tables seen 1/6"): 0 % test success after 5 minutes of SFT, every episode describing a
+# table until max_turns. Gold queries are 40-240 tokens with this tokenizer, hence max_new_tokens 256.
 _SQL = {"env_id": "agentgym/SQLLookup-v1", "env_kwargs": {"task_set": "training"}, "eval_env_kwargs": {}}
-_SQL_ROLLOUT = {"context": "summary", "turn_template": "{task_line}\n{summary}", "max_new_tokens": 256, "max_turns": 6}
+_SQL_ROLLOUT = {"context": "summary", "turn_template": "{task_line}\n{summary}", "max_new_tokens": 256, "max_turns": 3}
 TINY |= {
     "sft-sqllookup": {
         **TINY["sft"],
         **_SQL,
         "rollout": _SQL_ROLLOUT,
-        "episodes": 3072,
+        "episodes": 12288,
         "randomize_decisions": False,
-        "oracle_kwargs": {"run_query": False},
+        "oracle_kwargs": {"run_query": False, "describe": False},
         "group_by_length": True,
         "warmup_steps": 10,
     },
