@@ -43,7 +43,9 @@ def evaluate(model_dir: Path, rollout: dict[str, Any], out_dir: Path | None = No
     """Greedy success on SQLLookup-v1's test split, with its Wilson interval and per difficulty tag."""
     start = time.perf_counter()
     sampling = {**rollout, "temperature": 0.0}
-    summary = evaluate_agent(ENV_ID, f"hf:{model_dir}", split="test", sampling=sampling, concurrency=64, out_dir=out_dir)
+    summary = evaluate_agent(
+        ENV_ID, f"hf:{model_dir}", split="test", sampling=sampling, concurrency=64, out_dir=out_dir
+    )
     tags = summary.by_tag.get("difficulty", {})
     return {
         "success": summary.success_rate,
@@ -52,7 +54,9 @@ def evaluate(model_dir: Path, rollout: dict[str, Any], out_dir: Path | None = No
         "tool_call_validity": summary.tool_call_validity,
         "format_compliance": summary.format_compliance,
         "mean_turns": summary.mean_turns,
-        "by_tag": {tag: {"success": s.success_rate, "ci95": list(s.success_ci95), "n": s.episodes} for tag, s in tags.items()},
+        "by_tag": {
+            tag: {"success": s.success_rate, "ci95": list(s.success_ci95), "n": s.episodes} for tag, s in tags.items()
+        },
         "eval_seconds": time.perf_counter() - start,
     }
 
@@ -68,8 +72,13 @@ def run_seed(args: argparse.Namespace, seed: int, out: Path) -> dict[str, Any]:
     torch.manual_seed(seed)
     sft_settings = {k: v for k, v in TINY["sft-sqllookup"].items()}
     sft_config = SFTConfig.model_validate(
-        {**sft_settings, "episodes": args.sft_episodes, "seed": seed, "eval_split": None,
-         "checkpoint_every": args.sft_checkpoint_every}  # fmt: skip
+        {
+            **sft_settings,
+            "episodes": args.sft_episodes,
+            "seed": seed,
+            "eval_split": None,
+            "checkpoint_every": args.sft_checkpoint_every,
+        }  # fmt: skip
     )
     policy = LLMPolicy.from_pretrained(args.model)
     sft_dir = out / f"seed-{seed}" / "sft"
@@ -79,8 +88,14 @@ def run_seed(args: argparse.Namespace, seed: int, out: Path) -> dict[str, Any]:
     print(f"seed {seed}: SFT {len(sft_rows)} steps in {sft_seconds:.0f} s", flush=True)
 
     grpo_config = GRPOConfig.model_validate(
-        {**TINY["grpo-sqllookup"], "seed": seed, "eval_split": None, "steps": 100_000,
-         "checkpoint_every": args.grpo_checkpoint_every, "log_episodes": False}  # fmt: skip
+        {
+            **TINY["grpo-sqllookup"],
+            "seed": seed,
+            "eval_split": None,
+            "steps": 100_000,
+            "checkpoint_every": args.grpo_checkpoint_every,
+            "log_episodes": False,
+        }  # fmt: skip
     )
     grpo_dir = out / f"seed-{seed}" / "grpo"
     spent = [0.0]

@@ -381,17 +381,20 @@ _MORE_PRODUCTS: tuple[tuple[str, str, tuple[int, int], tuple[str, ...]], ...] = 
 TRAINING_VOCABULARY = replace(
     V0_VOCABULARY,
     departments=_DEPARTMENTS + _MORE_DEPARTMENTS,
-    first_names=V0_VOCABULARY.first_names + tuple(
+    first_names=V0_VOCABULARY.first_names
+    + tuple(
         "Abebe Akira Amelia Anton Astrid Bianca Bruno Chidi Dmitri Eva Freya Giulia Hamid Ingrid Isak Jonas Kamala "
         "Keiko Lars Leon Lucia Magnus Marco Nina Pablo Rania Sanjay Selin Soren Thabo Tomoko Vera Xin Zara".split()
     ),
-    last_names=V0_VOCABULARY.last_names + tuple(
+    last_names=V0_VOCABULARY.last_names
+    + tuple(
         "Achebe Bergstrom Bianchi Castillo Dahl Eriksson Ferrari Gallagher Horvat Jovanovic Kaplan Lindqvist Mendes "
         "Moreau Nowak O'Brien Ortiz Quinn Ramos Ricci Sorensen Takahashi Vargas Virtanen Yamamoto".split()
     ),
     places=_PLACES + _MORE_PLACES,
     suffix=V0_VOCABULARY.suffix + _MORE_SUFFIXES,
-    prefixes=V0_VOCABULARY.prefixes + tuple(
+    prefixes=V0_VOCABULARY.prefixes
+    + tuple(
         "Amber Arctic Aurora Beacon Bold Cobalt Delta Echo Ember Horizon Lunar Meridian Onyx Prairie Sapphire Solar "
         "Sterling Swift Titan Vertex".split()
     ),
@@ -489,7 +492,9 @@ def _rows(seed: int, vocab: Vocabulary = V0_VOCABULARY) -> dict[str, list[tuple[
             price = max(price, 1.49)
             price_of[pid] = price
             stock = rng.randrange(0, 400)
-            products.append((pid, f"{prefix}-{1001 + k}", name, category, price, stock, int(name in vocab.discontinued)))
+            products.append(
+                (pid, f"{prefix}-{1001 + k}", name, category, price, stock, int(name in vocab.discontinued))
+            )
     orderable = [p for p in products if p[2] not in vocab.never_ordered]
     popularity = [1 / (1 + (i * 7) % len(orderable)) ** 0.6 for i in range(len(orderable))]
 
@@ -1717,7 +1722,8 @@ def load_tasks(path: str | Path = TASKS_V0, sha256: str | None = None) -> list[S
     expected = shipped.get(Path(path).resolve())
     if sha256 is None:
         sha256 = expected
-    if expected is not None and sha256 == expected:  # a shipped file, checked once per process (trainers make many envs)
+    # a shipped file: read and checked once per process (trainers make many envs)
+    if expected is not None and sha256 == expected:
         key = (Path(path).resolve(), sha256)
         if key not in _SHIPPED_TASKS:
             _SHIPPED_TASKS[key] = read_jsonl(path, SQLTask, sha256=sha256, what="task", unique="id")

@@ -60,9 +60,10 @@ def test_the_training_set_is_larger_and_takes_more_values_than_v1(training):
 
 
 def test_the_training_database_rebuilds_and_v0s_does_not_change(tmp_path):
-    assert sql_data.build_database(tmp_path / "v0.sqlite") and sql_data.content_sha256(
-        tmp_path / "v0.sqlite"
-    ) == sql_data.DATABASE_V0_CONTENT_SHA256
+    assert (
+        sql_data.build_database(tmp_path / "v0.sqlite")
+        and sql_data.content_sha256(tmp_path / "v0.sqlite") == sql_data.DATABASE_V0_CONTENT_SHA256
+    )
     sql_data.build_database(tmp_path / "t.sqlite", sql_data.TRAINING_SET_SEED, sql_data.TRAINING_VOCABULARY)
     assert sql_data.content_sha256(tmp_path / "t.sqlite") == sql_data.content_sha256(sql_data.TRAINING_DATABASE)
 
@@ -84,7 +85,9 @@ def test_the_oracle_describes_then_answers_on_the_training_set(training):
         assert info["success"], training[index].id
         assert names == ["describe_table"] * len(sql_data_tables(base, training[index])) + ["answer_sql"]
         obs, _ = env.reset(seed=0, options={"task_index": index})  # the recipe's demonstrations: the answer alone
-        obs, reward, terminated, truncated, info = env.step(base.oracle(run_query=False, describe=False).predict(obs)[0])
+        obs, reward, terminated, truncated, info = env.step(
+            base.oracle(run_query=False, describe=False).predict(obs)[0]
+        )
         assert terminated and info["success"] and info["tool_call"]["name"] == "answer_sql"
     env.close()
 

@@ -171,7 +171,7 @@ TINY |= {
         **TINY["sft"],
         **_SQL,
         "rollout": _SQL_ROLLOUT,
-        "episodes": 12288,
+        "episodes": 6144,
         "randomize_decisions": False,
         "oracle_kwargs": {"run_query": False, "describe": False},
         "group_by_length": True,
