@@ -61,6 +61,33 @@ def evaluate(model_dir: Path, rollout: dict[str, Any], out_dir: Path | None = No
     }
 
 
+def failures(eval_dir: Path) -> dict[str, dict[str, int]]:
+    """Per question family of the test split: episodes, successes, and how the others ended — ``error`` (every
+    answer_sql failed to run: a query SQLite refuses), ``wrong`` (a query that ran, the wrong result),
+    ``unfinished`` (no answer within the turn budget, or an unreadable call)."""
+    import gymnasium as gym
+
+    env = gym.make(ENV_ID, split="test")
+    tasks = env.unwrapped.tasks
+    env.close()
+    out: dict[str, dict[str, int]] = {}
+    for line in (eval_dir / "episodes.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        task = tasks[record["reset"]["options"]["task_index"]]
+        row = out.setdefault(task.family or "", {"n": 0, "success": 0, "error": 0, "wrong": 0, "unfinished": 0})
+        row["n"] += 1
+        last = record["observations"][-1] if record["observations"] else ""
+        if record["success"]:
+            row["success"] += 1
+        elif "Answer recorded" in last:
+            row["wrong"] += 1
+        elif any("Error:" in o for o in record["observations"][1:]):
+            row["error"] += 1
+        else:
+            row["unfinished"] += 1
+    return dict(sorted(out.items()))
+
+
 def checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
     """(step, directory) of a run's checkpoints, in order."""
     found = [(int(p.name.removeprefix("step-")), p) for p in (run_dir / "checkpoints").glob("step-*")]
@@ -122,14 +149,18 @@ def run_seed(args: argparse.Namespace, seed: int, out: Path) -> dict[str, Any]:
             "frac_zero_std": [row.get("frac_zero_std") for row in grpo_rows],
         },
     }
-    result["sft"]["test"] = evaluate(sft_dir / "final", rollout, out / f"seed-{seed}" / "eval-sft")
-    result["grpo"]["test"] = evaluate(grpo_dir / "final", rollout, out / f"seed-{seed}" / "eval-grpo")
+    for stage, model in (("sft", sft_dir), ("grpo", grpo_dir)):
+        eval_dir = out / f"seed-{seed}" / f"eval-{stage}"
+        result[stage]["test"] = evaluate(model / "final", rollout, eval_dir)
+        result[stage]["test"]["by_family"] = failures(eval_dir)
     print(f"seed {seed}: test success SFT {result['sft']['test']['success']:.1%}, "
           f"GRPO {result['grpo']['test']['success']:.1%}", flush=True)  # fmt: skip
     curve = [{"minutes": 0.0, "stage": "base", "success": None}]
     if seed in args.curve_seeds:
         curve = []
         for step, path in checkpoints(sft_dir):
+            if step == len(sft_rows):
+                continue  # the final model, evaluated above
             curve.append({"minutes": times[step] / 60, "stage": "sft", "step": step, **_point(path, rollout)})
         curve.append({"minutes": sft_seconds / 60, "stage": "sft", "step": len(sft_rows),
                       "success": result["sft"]["test"]["success"]})  # fmt: skip
