@@ -127,7 +127,7 @@ def test_a_short_sft_from_the_tiny_base_learns_a_handful_of_questions(seed, trai
     sql_data.write_tasks(tasks, path)
     kwargs = {"tasks_path": str(path), "db_path": str(sql_data.TRAINING_DATABASE)}
     recipe = TINY["sft-sqllookup"]
-    rollout = RolloutConfig.model_validate({**recipe["rollout"], "max_new_tokens": 48, "max_turns": 2})
+    rollout = RolloutConfig.model_validate({**recipe["rollout"], "max_new_tokens": 96, "max_turns": 2})
     policy = LLMPolicy.from_pretrained("tiny")
     before = evaluate_llm(policy, "agentgym/SQLLookup-v1", rollout, env_kwargs={**kwargs, "split": "train"})
     config = SFTConfig.model_validate(
