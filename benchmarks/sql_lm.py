@@ -209,17 +209,18 @@ def plot(results: list[dict[str, Any]], path: Path, title: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4))
-    for r in results:
+    for i, r in enumerate(results):
+        color = f"C{i}"
         points = [p for p in r["curve"] if p.get("success") is not None]
         if points:
             ax.plot([p["minutes"] for p in points], [100 * p["success"] for p in points], marker="o",
-                    label=f"seed {r['seed']}")  # fmt: skip
+                    color=color, label=f"seed {r['seed']}")  # fmt: skip
             sft_end = r["sft"]["seconds"] / 60
             ax.axvline(sft_end, color="grey", lw=0.5, ls=":")
         else:
             ax.scatter([r["sft"]["seconds"] / 60, (r["sft"]["seconds"] + r["grpo"]["seconds"]) / 60],
                        [100 * r["sft"]["test"]["success"], 100 * r["grpo"]["test"]["success"]],
-                       label=f"seed {r['seed']} (SFT, GRPO)")  # fmt: skip
+                       color=color, label=f"seed {r['seed']} (SFT, GRPO)")  # fmt: skip
     ax.axhline(70, color="red", lw=0.8, ls="--", label="target 70 %")
     ax.axhline(35.9, color="grey", lw=0.8, ls="--", label="Q-learning 35.9 %")
     ax.set_xlabel("training minutes (1 torch thread, shared 2-core machine)")
