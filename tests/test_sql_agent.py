@@ -150,3 +150,34 @@ def test_a_short_sft_from_the_tiny_base_learns_a_handful_of_questions(seed, trai
     assert before["success"] == 0.0
     assert after["success"] >= 0.5, after  # 2 of the 4 at least
     assert seconds < 60
+
+
+def test_the_task_line_is_the_question_without_the_instructions():
+    policy = LLMPolicy.from_pretrained("tiny")
+    env = gym.make("agentgym/SQLLookup-v1", split="test")
+    rollout_config = RolloutConfig.model_validate({**TINY["sft-sqllookup"]["rollout"], "max_turns": 1})
+    from agentgym.trainers.rollout import OracleTeacher, rollout
+
+    teacher = OracleTeacher(oracle_kwargs=TINY["sft-sqllookup"]["oracle_kwargs"])
+    (episode,) = rollout(policy, [env], [{"seed": 0, "options": {"task_index": 3}}], rollout_config, teacher=teacher)
+    prompt = policy.decode(episode.samples[0].input_ids)
+    question = env.unwrapped.tasks[3].question
+    assert f"Question: {question}\ntables seen 0/6 · queries 0 · answer pending" in prompt
+    assert "Answer it from a SQLite database" not in prompt  # the instructions after the question line
+    assert episode.success and episode.turns == 1  # the recipe's demonstration: the gold query at once
+
+
+def test_group_by_length_batches_samples_of_similar_length_and_keeps_every_sample():
+    from agentgym.trainers.rollout import Sample
+
+    samples = [Sample(input_ids=[1] * n, loss_mask=[1] * n, logprobs=[0.0] * n) for n in range(1, 301)]
+    trainer = SFT(LLMPolicy.from_pretrained("tiny"), SFTConfig(batch_size=8, group_by_length=True, seed=1))
+    order = trainer._order(samples, epoch=0)
+    assert sorted(len(s.input_ids) for s in order) == list(range(1, 301))  # each sample once
+    batches = [order[i : i + 8] for i in range(0, 296, 8)]
+    spreads = [max(len(s.input_ids) for s in b) - min(len(s.input_ids) for s in b) for b in batches]
+    assert max(spreads) == 7  # 300 samples fit in one window of 64 batches: each batch is 8 neighbours
+    assert [len(b[0].input_ids) for b in batches] != sorted(len(b[0].input_ids) for b in batches)  # batches shuffled
+    plain = SFT(LLMPolicy.from_pretrained("tiny"), SFTConfig(batch_size=8, seed=1))._order(samples, epoch=0)
+    assert max(max(len(s.input_ids) for s in plain[i : i + 8]) - min(len(s.input_ids) for s in plain[i : i + 8])
+               for i in range(0, 296, 8)) > 100  # fmt: skip
