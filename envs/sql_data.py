@@ -43,6 +43,12 @@ and returns a non-empty answer (not a lone 0 or NULL) of at most 25 rows. v0 hol
 
 Both files ship with SHA-256 checksums (:data:`DATABASE_V0_SHA256`, :data:`TASKS_V0_SHA256`) that
 :func:`load_tasks` and the env verify. Rebuild them with ``python -m agentgym.envs.sql_data``.
+
+For training only: :func:`build_training_tasks` draws fresh questions of the families on the v0 database, and
+:func:`build_training_set` (``python -m agentgym.envs.sql_data --training-set``) builds the shipped training set
+(``company_training.sqlite``, ``sql_tasks_training.jsonl``; the env's ``task_set="training"``): a database of the
+same schema from :data:`TRAINING_VOCABULARY` (v0's values and more) and the families' questions on it. Neither ever
+holds a question or gold query of a frozen test split (:func:`assert_no_test_leak`).
 """
 
 from __future__ import annotations
