@@ -71,8 +71,9 @@ class RolloutConfig(BaseModel):
     history: int = Field(0, ge=0, description="summary mode: how many past turns the prompt shows.")
     turn_template: str = Field(
         "{task}\n\n{tools}\n\n{history}State: {summary}",
-        description="summary mode: the user message of every turn; fields {task} {tools} {history} {summary} and "
-        "{signatures} (the compact tool list: name(param, ...), ...).",
+        description="summary mode: the user message of every turn; fields {task} {tools} {history} {summary}, "
+        "{signatures} (the compact tool list: name(param, ...), ...) and {task_line} (the task's first line, e.g. "
+        "SQLLookup's 'Question: …' without the instructions after it).",
     )
     system_prompt: str | None = Field(None, description="A system message before the first observation.")
     max_turns: int | None = Field(None, ge=1, description="Stop an episode after this many actions (None: env limit).")
@@ -162,16 +163,22 @@ class OracleTeacher:
     and a call without one is replaced by a random action from the env's menu calling the same tool
     (SQLLookup and CodeSandbox: which candidate to run or submit). The demonstrations then teach
     the format and the order of calls, not the answer — so what RL adds afterwards is measurable.
+    ``oracle_kwargs`` go to each env's ``oracle()`` (SQLLookup: ``{"run_query": False}``).
     """
 
-    def __init__(self, randomize_decisions: bool = False, seed: int = 0) -> None:
+    def __init__(
+        self, randomize_decisions: bool = False, seed: int = 0, oracle_kwargs: dict[str, Any] | None = None
+    ) -> None:
         self.randomize_decisions = randomize_decisions
         self.rng = random.Random(seed)
+        self.oracle_kwargs = dict(oracle_kwargs or {})
         self._oracles: dict[int, Any] = {}
 
     def act(self, env: gym.Env, observation: str) -> str:
         base = env.unwrapped
-        oracle = self._oracles.setdefault(id(base), base.oracle())
+        if id(base) not in self._oracles:
+            self._oracles[id(base)] = base.oracle(**self.oracle_kwargs)
+        oracle = self._oracles[id(base)]
         action, _ = oracle.predict(observation)
         if not self.randomize_decisions or not (calls := base.interpret(action).parse.calls):
             return action
@@ -222,7 +229,12 @@ class _Run:
             history = "".join(turn.render() for turn in self._history())
             history += "\n" if history else ""
             text = self.config.turn_template.format(
-                task=self.task, tools=self.tools_text, history=history, summary=self.summary, signatures=self.signatures
+                task=self.task,
+                tools=self.tools_text,
+                history=history,
+                summary=self.summary,
+                signatures=self.signatures,
+                task_line=self.task.split("\n", 1)[0],
             )
             messages = self.messages + [{"role": "user", "content": text}]
             ids = self.policy.chat_ids(messages, tools=self.tools)

@@ -43,16 +43,26 @@ class SFTConfig(CheckpointConfig, OptimizerConfig, EvalConfig):
     data: str | None = Field(None, description="JSONL of chat transcripts to train on instead of oracle demos.")
     episodes: int = Field(256, ge=1, description="Oracle demonstration episodes.")
     randomize_decisions: bool = Field(False, description="Teach the format, not the answer (see module doc).")
+    oracle_kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="Keyword arguments of the env's oracle(), e.g. SQLLookup's run_query=False."
+    )
     epochs: int = Field(2, ge=1)
     batch_size: int = Field(32, ge=1, description="Samples per optimizer step.")
     learning_rate: float = Field(2e-5, gt=0, description="AdamW learning rate.")
     checkpoint_every: int = Field(100, ge=0, description="Save a resumable checkpoint every N steps (0: never).")
+    group_by_length: bool = Field(
+        False,
+        description="Batch samples of similar length (shuffled in windows of 64 batches, each sorted by length): "
+        "less padding, so fewer tokens a step where lengths vary (SQLLookup: lookups and long answers).",
+    )
     seed: int = 0
 
 
 def oracle_demonstrations(policy: LLMPolicy, config: SFTConfig, *, batch: int = 64) -> list[Sample]:
     """Play ``config.episodes`` episodes with the oracle teacher and return their samples."""
-    teacher = OracleTeacher(randomize_decisions=config.randomize_decisions, seed=config.seed)
+    teacher = OracleTeacher(
+        randomize_decisions=config.randomize_decisions, seed=config.seed, oracle_kwargs=config.oracle_kwargs
+    )
     n = min(batch, config.episodes)
     envs = [make_env(config.env_id, config.train_split, config.env_kwargs) for _ in range(n)]
     num_tasks = getattr(envs[0].unwrapped, "num_tasks", None)
@@ -115,7 +125,18 @@ class SFT:
     def _order(self, samples: list[Sample], epoch: int) -> list[Sample]:
         """Epoch ``epoch``'s shuffle, a function of the seed and the epoch alone (so a resumed run has it too)."""
         order = samples[:]
-        random.Random(self.config.seed * 100_003 + epoch).shuffle(order)
+        rng = random.Random(self.config.seed * 100_003 + epoch)
+        rng.shuffle(order)
+        if self.config.group_by_length:
+            size, window = self.config.batch_size, 64 * self.config.batch_size
+            batches = []
+            for start in range(0, len(order), window):
+                chunk = sorted(order[start : start + window], key=lambda s: len(s.input_ids))
+                batches += [chunk[i : i + size] for i in range(0, len(chunk), size)]
+            short = [b for b in batches if len(b) < size]  # at most one: it goes last, so steps keep their batches
+            batches = [b for b in batches if len(b) == size]
+            rng.shuffle(batches)
+            order = [sample for batch in batches + short for sample in batch]
         return order
 
     def learn(
