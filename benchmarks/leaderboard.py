@@ -16,7 +16,9 @@ mean reward with its interval, tool-call validity, format compliance, turns and 
 - any other language model given with ``--llm ENV_ID=PATH`` (``hf:PATH``, greedy, same settings).
 
 Writes ``benchmarks/leaderboard.md``, ``benchmarks/results/leaderboard.json`` (every summary and how it
-was made) and ``benchmarks/results/leaderboard.png``; checkpoints and episode logs go to ``--out``::
+was made) and ``benchmarks/results/leaderboard.png``; checkpoints and episode logs go to ``--out``. The page's
+SmolLM2 section (a real pretrained model, zero- and few-shot) is written by ``benchmarks/leaderboard_smollm2.py``
+and kept as it is when this script rewrites the page::
 
     python benchmarks/leaderboard.py                # ~18 min on 2 cores, ~14 of them training the language models
     python benchmarks/leaderboard.py --no-train-llm # the classic rows only, ~2.5 min
@@ -453,6 +455,28 @@ def overlaps_random(row: Row, rows: list[Row]) -> bool:
     return lo <= rand[1] and rand[0] <= hi
 
 
+REAL_MODEL_BEGIN = "<!-- benchmarks/leaderboard_smollm2.py: begin -->"
+REAL_MODEL_END = "<!-- benchmarks/leaderboard_smollm2.py: end -->"
+"""The markers around the SmolLM2 section (``benchmarks/leaderboard_smollm2.py`` writes it; this script keeps it)."""
+
+
+def real_model_block(page: str) -> str | None:
+    """The SmolLM2 section of a leaderboard page, markers included, or None."""
+    start, end = page.find(REAL_MODEL_BEGIN), page.find(REAL_MODEL_END)
+    return page[start : end + len(REAL_MODEL_END)] if 0 <= start < end else None
+
+
+def with_real_model_block(page: str, block: str | None) -> str:
+    """``page`` with ``block`` in place of its SmolLM2 section, or before the first env's section."""
+    if block is None:
+        return page
+    if (old := real_model_block(page)) is not None:
+        return page.replace(old, block)
+    anchor = page.find("\n## agentgym/")
+    anchor = len(page) if anchor < 0 else anchor + 1
+    return page[:anchor] + block + "\n\n" + page[anchor:]
+
+
 def markdown(results: dict[str, list[Row]], meta: dict[str, Any]) -> str:
     """The leaderboard page."""
     envs = [e for e in ENVS if e.env_id in results]
@@ -715,7 +739,8 @@ def main() -> None:
     }
     md.parent.mkdir(parents=True, exist_ok=True)
     js.parent.mkdir(parents=True, exist_ok=True)
-    md.write_text(markdown(results, meta), encoding="utf-8")
+    kept = real_model_block(md.read_text(encoding="utf-8")) if md.is_file() else None
+    md.write_text(with_real_model_block(markdown(results, meta), kept), encoding="utf-8")
     js.write_text(json.dumps(to_json(results, meta), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     plot(results, png)
     print(f"\n{wall / 60:.1f} min; wrote {display_path(md)}, {display_path(js)}, {display_path(png)}")
