@@ -693,6 +693,19 @@ def to_json(results: dict[str, list[Row]], meta: dict[str, Any]) -> dict[str, An
     }
 
 
+def provenance(script: str, threads: int) -> dict[str, Any]:
+    """How and where a benchmark ran: its command line, the date, the package, Python, platform, CPUs, threads."""
+    return {
+        "command": shlex.join(["python", script, *sys.argv[1:]]),
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "package_version": agentgym.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(terse=True),
+        "cpus": len(os.sched_getaffinity(0)),
+        "torch_threads": threads,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smoke run: 10 %% budgets, fewer CliffWalk episodes")
@@ -725,13 +738,7 @@ def main() -> None:
 
     results, wall = run(args, llms, out)
     meta = {
-        "command": shlex.join(["python", "benchmarks/leaderboard.py", *sys.argv[1:]]),
-        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "package_version": agentgym.__version__,
-        "python": platform.python_version(),
-        "platform": platform.platform(terse=True),
-        "cpus": len(os.sched_getaffinity(0)),
-        "torch_threads": args.threads,
+        **provenance("benchmarks/leaderboard.py", args.threads),
         "llm_batch_size": args.llm_batch_size,
         "wall_s": round(wall, 1),
         "quick": args.quick,

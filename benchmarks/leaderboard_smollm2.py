@@ -25,7 +25,6 @@ import datetime as dt
 import json
 import os
 import platform
-import shlex
 import shutil
 import sys
 import time
@@ -33,7 +32,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import agentgym
 from agentgym.app.evaluation import evaluate_agent
 from agentgym.registration import make_env
 from agentgym.trainers.rollout import oracle_transcript
@@ -44,6 +42,7 @@ from leaderboard import (  # noqa: E402  (a sibling script)
     REAL_MODEL_END,
     display_path,
     pct,
+    provenance,
     short,
     with_real_model_block,
 )
@@ -252,13 +251,8 @@ def main() -> None:
     order = {e.env_id: i for i, e in enumerate(ENVS)}
     rows = sorted(kept + rows, key=lambda r: (order[r["env_id"]], SHOTS.index(r["shot"])))
     meta = {
-        "command": shlex.join(["python", "benchmarks/leaderboard_smollm2.py", *sys.argv[1:]]),
-        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "package_version": agentgym.__version__,
-        "python": platform.python_version(),
-        "platform": platform.platform(terse=True),
+        **provenance("benchmarks/leaderboard_smollm2.py", args.threads),
         "cpu": cpu_name(),
-        "torch_threads": args.threads,
         "batch_size": args.batch_size,
         "device": args.device,
         "quick": args.quick,
