@@ -241,15 +241,8 @@ def main() -> None:
         md.write_text(with_real_model_block(md.read_text(encoding="utf-8"), section(data)), encoding="utf-8")
         print(f"wrote {display_path(md)} from {display_path(js)}")
         return
-    previous = json.loads(js.read_text(encoding="utf-8"))["rows"] if js.is_file() and not args.quick else []
-    rows = []
-    for entry in entries:
-        for shot in shots:
-            rows.append(run_row(entry, shot, out, args))
-    ran = {(r["env_id"], r["shot"]) for r in rows}
-    kept = [r for r in previous if (r["env_id"], r["shot"]) not in ran]  # rows of envs or shots not rerun now
+    rows = json.loads(js.read_text(encoding="utf-8"))["rows"] if js.is_file() and not args.quick else []
     order = {e.env_id: i for i, e in enumerate(ENVS)}
-    rows = sorted(kept + rows, key=lambda r: (order[r["env_id"]], SHOTS.index(r["shot"])))
     meta = {
         **provenance("benchmarks/leaderboard_smollm2.py", args.threads),
         "cpu": cpu_name(),
@@ -257,12 +250,16 @@ def main() -> None:
         "device": args.device,
         "quick": args.quick,
     }
-    data = {"meta": meta, "rows": rows}
-    js.parent.mkdir(parents=True, exist_ok=True)
-    js.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    page = md.read_text(encoding="utf-8") if md.is_file() else "# Leaderboard\n"
-    md.parent.mkdir(parents=True, exist_ok=True)
-    md.write_text(with_real_model_block(page, section(data)), encoding="utf-8")
+    for entry in entries:
+        for shot in shots:  # each row replaces an earlier run's, and the files are rewritten after each
+            row = run_row(entry, shot, out, args)
+            rows = [r for r in rows if (r["env_id"], r["shot"]) != (row["env_id"], row["shot"])] + [row]
+            rows.sort(key=lambda r: (order[r["env_id"]], SHOTS.index(r["shot"])))
+            data = {"meta": meta, "rows": rows}
+            js.parent.mkdir(parents=True, exist_ok=True)
+            js.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+            page = md.read_text(encoding="utf-8") if md.is_file() else "# Leaderboard\n"
+            md.write_text(with_real_model_block(page, section(data)), encoding="utf-8")
     print(f"\nCPU {minutes(sum(r['cpu_s'] for r in rows))}; wrote {display_path(md)}, {display_path(js)}")
 
 

