@@ -119,7 +119,7 @@ def test_one_example_teaches_it_the_canonical_call_format(smollm2):
     assert shown.actions[0].startswith('<tool_call>{"name": "')
 
 
-def test_sft_grpo_and_ppo_steps_with_lora(smollm2):
+def test_sft_grpo_and_ppo_steps_with_lora(smollm2, tmp_path):
     """One step of each on WeatherRun with LoRA adapters (a copy of the model: the adapters go into it): only the
     adapters (and PPO's value head) move, every loss is finite; GRPO and PPO go on training SFT's adapters."""
     from agentgym.trainers.grpo import GRPO, GRPOConfig
@@ -162,6 +162,15 @@ def test_sft_grpo_and_ppo_steps_with_lora(smollm2):
     row = grpo.train_step()
     assert math.isfinite(row["loss"]) and row["kl"] > 0  # the adapters SFT trained move it off the base
     assert row["response_length"] <= 16 and moved(adapters) and base_unchanged()
+    grpo.save(tmp_path / "adapters")  # the adapters name the base by its name, not this machine's cache folder
+    saved = json.loads((tmp_path / "adapters" / "adapter_config.json").read_text())
+    assert saved["base_model_name_or_path"] == "smollm2"
+    loaded = LLMPolicy.from_pretrained(tmp_path / "adapters").model
+    name = next(n for n in adapters if "lora_B" in n)
+    assert has_adapters(loaded) and torch.equal(
+        dict(loaded.named_parameters())[name], dict(model.named_parameters())[name]
+    )
+    del loaded
 
     ppo = LLMPPO(
         grpo.policy,

@@ -201,7 +201,10 @@ class LLMPolicy:
         :func:`resolve_model_source` (a missing path is a one-line error at once, never a hub download).
 
         A directory of LoRA adapters (what a policy with adapters saves) loads the base model its
-        ``adapter_config.json`` names, in ``dtype``, with the adapters on it (trainable, float32)."""
+        ``adapter_config.json`` names, in ``dtype``, with the adapters on it (trainable, float32). Adapters on a
+        model loaded by a :data:`NAMED_MODELS` name record that name (``smollm2``) as their base, not this
+        machine's folder of it, so they load on any machine."""
+        name = str(name_or_path)
         name_or_path = resolve_model_source(name_or_path)
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -216,14 +219,23 @@ class LLMPolicy:
             base = AutoModelForCausalLM.from_pretrained(
                 resolve_model_source(base_name), dtype=dtype or torch.float32, **kwargs
             )
+            _keep_name(base, base_name)
             return cls(PeftModel.from_pretrained(base, name_or_path, is_trainable=True), tokenizer)
         model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=dtype or torch.float32, **kwargs)
+        _keep_name(model, name)
         return cls(model, tokenizer)
 
     def save_pretrained(self, path: str | Path) -> None:
         """Save the model (with LoRA adapters: the adapters only) and the tokenizer, for :meth:`from_pretrained`."""
         self.model.save_pretrained(path)
         self.tokenizer.save_pretrained(path)
+        name = getattr(self.model, "_agentgym_name", None)
+        config = Path(path) / ADAPTER_CONFIG
+        if name and has_adapters(self.model) and config.is_file():  # the base by its name (see from_pretrained)
+            import json
+
+            data = json.loads(config.read_text(encoding="utf-8"))
+            config.write_text(json.dumps({**data, "base_model_name_or_path": name}, indent=2), encoding="utf-8")
 
     def merged(self) -> LLMPolicy:
         """A policy whose model has the LoRA adapters folded into its weights (a plain model; ``self`` is left
@@ -385,6 +397,12 @@ class LLMPolicy:
     def _ends_with_stop_text(self, tokens: Tensor) -> Tensor:
         tails = [self.tokenizer.decode(row[-8:], skip_special_tokens=False) for row in tokens.tolist()]
         return torch.tensor([any(t.endswith(s) for s in self._stop_texts) for t in tails], device=tokens.device)
+
+
+def _keep_name(model: Any, name: str) -> None:
+    """Remember that ``model`` was loaded by a :data:`NAMED_MODELS` name (peft models pass the attribute through)."""
+    if name in NAMED_MODELS:
+        model._agentgym_name = name
 
 
 def has_adapters(model: Any) -> bool:
