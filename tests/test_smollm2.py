@@ -187,7 +187,7 @@ def test_sft_grpo_and_ppo_steps_with_lora(smollm2, tmp_path):
 
 def test_hf_smollm2_eval_through_the_command_line(smollm2, tmp_path, capsys):
     """``agentgym eval --agent hf:smollm2``: the env's full observation in the model's template (append mode)."""
-    sampling = json.dumps({"max_turns": 2, "max_new_tokens": 32})
+    sampling = json.dumps({"max_turns": 1, "max_new_tokens": 32})
     argv = ["eval", "--env", "WeatherRun-v0", "--split", "test", "--agent", "hf:smollm2", "--episodes", "2"]
     assert main([*argv, "--sampling", sampling, "--out", str(tmp_path / "run")]) == 0
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
