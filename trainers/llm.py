@@ -399,9 +399,16 @@ class LLMPolicy:
         return torch.tensor([any(t.endswith(s) for s in self._stop_texts) for t in tails], device=tokens.device)
 
 
-def _keep_name(model: Any, name: str) -> None:
-    """Remember that ``model`` was loaded by a :data:`NAMED_MODELS` name (peft models pass the attribute through)."""
-    if name in NAMED_MODELS:
+def _keep_name(model: Any, spec: str) -> None:
+    """Remember that ``model`` is a :data:`NAMED_MODELS` model when ``spec`` is its name or its folder (what the
+    command line passes); peft models pass the attribute through."""
+    from agentgym.trainers.smollm2 import CACHE_NAME, cache_root
+    from agentgym.trainers.tiny_model import BASE_DIR
+
+    folders = {"tiny": BASE_DIR, "smollm2": cache_root() / CACHE_NAME}
+    here = Path(spec).expanduser().resolve()
+    name = spec if spec in NAMED_MODELS else next((n for n, f in folders.items() if f.resolve() == here), None)
+    if name:
         model._agentgym_name = name
 
 
