@@ -451,8 +451,12 @@ def _cmd_serve_env(args: argparse.Namespace) -> int:
             raise ValueError(f"--token-env {args.token_env}: that environment variable is not set or is empty")
     _check_env_kwargs(args.env, args.env_kwargs)
     limits = ServerLimits(max_sessions=args.max_sessions, idle_timeout_s=args.idle_timeout)
-    server = EnvServer(args.env, args.env_kwargs, host=args.host, port=args.port, token=token, limits=limits)
+    server = EnvServer(
+        args.env, args.env_kwargs, host=args.host, port=args.port, token=token, limits=limits, operator=args.operator
+    )
     guard = "bearer token required" if token else "no token"
+    if args.operator:
+        guard += "; --operator: the oracle and the discrete view are on, never let an agent under test reach it"
     print(f"serving {server.env_id} at {server.url} (POST /v1/sessions, WS /v1/sessions/ID/ws; {guard}; "
           f"max {limits.max_sessions} sessions; Ctrl-C stops)", flush=True)  # fmt: skip
     _stop_on_sigterm()
@@ -504,11 +508,15 @@ def _cmd_serve_mcp(args: argparse.Namespace) -> int:
         print(f"serving {what} on stdio", file=sys.stderr, flush=True)
         summary = serve_stdio(host)
     else:
+        from agentgym.app.env_server import ServerLimits
+        from agentgym.app.mcp_server import MAX_HTTP_SESSIONS
+
         summary = serve_http(
             host,
             bind=args.host,
             port=args.port,
             token=token,
+            limits=ServerLimits(max_sessions=MAX_HTTP_SESSIONS, idle_timeout_s=args.idle_timeout),
             announce=lambda url: print(f"serving {what} at {url} (Ctrl-C stops)", flush=True),
         )
     played = summary.episodes - summary.failure_reasons.get(NOT_PLAYED, 0)
@@ -746,7 +754,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="mcp: eval run directory (run.json, episodes.jsonl, summary.json)")
     p.add_argument("--token-env", metavar="VAR", help="HTTP: require Authorization: Bearer $VAR on every request")
     p.add_argument("--max-sessions", type=int, default=64, help="env: sessions open at once (429 past it)")
-    p.add_argument("--idle-timeout", type=float, default=300.0, help="env: close a session idle this many seconds")
+    p.add_argument(
+        "--idle-timeout", type=float, default=300.0, help="env, mcp over http: close a session idle this many seconds"
+    )
+    p.add_argument(
+        "--operator",
+        action="store_true",
+        help="env: also serve the oracle and the discrete view, which hand out answers (the oracle's actions; menus "
+        "of candidate solutions and gold queries): for your own baselines and tabular learners, never to an agent "
+        "under test",
+    )
     p.set_defaults(fn=_cmd_serve)
 
     p = sub.add_parser("demo", help="Q-learning vs SARSA on CliffWalk, WeatherRun, and a tiny LLM, with plots")

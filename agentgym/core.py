@@ -35,7 +35,11 @@ error, and the reward is ``invalid_action_reward``.
 
 Bounds on what an action can cost: the parser's work is linear in the action (at most
 ``max_action_length`` characters), at most ``max_calls_per_step`` calls of one action are executed (the
-rest are reported as not run), and each tool bounds its own time. Observations and the text in ``info``
+rest are reported as not run), and one action's calls share one time budget: a task whose tools do timed
+work declares :meth:`ToolEnv.call_time_limit` (the longest one call may run), its tools ask
+:meth:`ToolEnv.call_time` how long the call running now may take, and a step ends within
+``step_time_factor`` (1.5) × that limit, plus the time it takes to stop the last call, however its calls
+are combined. Observations and the text in ``info``
 are always valid UTF-8 with no raw control characters: lone surrogates become U+FFFD and control
 characters other than newline and tab are shown escaped (``\\x1b``), so a program's output cannot
 drive the terminal or the log that displays it.
@@ -47,6 +51,7 @@ import copy
 import json
 import re
 import sys
+import time
 import warnings
 from collections import deque
 from collections.abc import Hashable, Sequence
@@ -223,8 +228,9 @@ class ToolEnv(gym.Env[str, str]):
     max_output_chars: ClassVar[int] = 4_000
     """A tool's output is cut to this many characters in the observation."""
     max_calls_per_step: ClassVar[int] = 4
-    """Calls of one action that are executed; the rest are reported and skipped. Each tool call may cost up
-    to its own time limit (SQL 1 s, a sandboxed program 5 s), so this bounds a step's time too."""
+    """Calls of one action that are executed; the rest are reported and skipped."""
+    step_time_factor: ClassVar[float] = 1.5
+    """One action's calls together run for at most this × :meth:`call_time_limit` seconds (see there)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -250,6 +256,7 @@ class ToolEnv(gym.Env[str, str]):
         self.episode_return = 0.0
         """Sum of rewards in this episode so far."""
         self._done = False
+        self._step_deadline: float | None = None  # when this action's time budget ends (during a step)
         tool_list = list(self.tools.values())
         self._tools_text = "\n".join(f"- {t.signature}: {t.description}" for t in tool_list)
         self._format_text = format_instructions(tool_list)
@@ -300,6 +307,26 @@ class ToolEnv(gym.Env[str, str]):
     def action_menu(self) -> list[str]:
         """A finite menu of canonical action strings (the discrete action space)."""
         raise NotImplementedError(f"{type(self).__name__} declares no finite action menu")
+
+    def call_time_limit(self) -> float | None:
+        """The longest one tool call of this task may run, in seconds, or None (the default) when no tool does work
+        that needs a clock (SQLLookup: a query's ``time_limit``; CodeSandbox: a program's ``timeout``).
+
+        With a limit, one action's calls share a budget of :attr:`step_time_factor` × this: each call may take
+        :meth:`call_time` (the limit, or what is left of the budget when that is less), and calls reached once the
+        budget is spent are not run, which the observation says. So one step ends within twice the single-call
+        limit, however many slow calls its action combines.
+        """
+        return None
+
+    def call_time(self) -> float | None:
+        """Seconds the tool call running now may take: :meth:`call_time_limit`, or what is left of this action's
+        budget when that is less (never below 1 ms); None outside a step, or for a task without a limit. A tool that
+        does timed work passes it on (to a query's deadline, a program's wall clock)."""
+        limit = self.call_time_limit()
+        if limit is None or self._step_deadline is None:
+            return limit
+        return max(0.001, min(limit, self._step_deadline - time.monotonic()))
 
     def oracle(self) -> Any:
         """A scripted expert for this task with SB3's ``predict(obs) -> (action_text, None)``, reading only
@@ -361,22 +388,34 @@ class ToolEnv(gym.Env[str, str]):
         else:
             outputs = []
             calls = interp.calls[: self.max_calls_per_step]
-            for k, (tool, kwargs) in enumerate(calls):
-                result = self._execute(tool, kwargs)
-                outputs.append(_clip(result.output, self.max_output_chars))
-                for name, value in result.reward.items():
-                    rewards[name] = rewards.get(name, 0.0) + value
-                if result.terminated:
-                    terminated = True
-                    if k + 1 < len(interp.calls):
-                        outputs.append(f"({len(interp.calls) - k - 1} more call(s) skipped: the episode is over)")
-                    break
-            else:
-                if len(interp.calls) > len(calls):
-                    outputs.append(
-                        f"({len(interp.calls) - len(calls)} more call(s) not run: at most {self.max_calls_per_step} "
-                        "calls per action)"
-                    )
+            limit = self.call_time_limit()
+            budget = None if limit is None else self.step_time_factor * limit
+            self._step_deadline = None if budget is None else time.monotonic() + budget
+            try:
+                for k, (tool, kwargs) in enumerate(calls):
+                    if k and self._step_deadline is not None and time.monotonic() >= self._step_deadline:
+                        outputs.append(
+                            f"({len(interp.calls) - k} more call(s) not run: this action's calls used up its time "
+                            f"budget of {budget:g} s, {self.step_time_factor:g} × the {limit:g} s limit of one call)"
+                        )
+                        break
+                    result = self._execute(tool, kwargs)
+                    outputs.append(_clip(result.output, self.max_output_chars))
+                    for name, value in result.reward.items():
+                        rewards[name] = rewards.get(name, 0.0) + value
+                    if result.terminated:
+                        terminated = True
+                        if k + 1 < len(interp.calls):
+                            outputs.append(f"({len(interp.calls) - k - 1} more call(s) skipped: the episode is over)")
+                        break
+                else:
+                    if len(interp.calls) > len(calls):
+                        outputs.append(
+                            f"({len(interp.calls) - len(calls)} more call(s) not run: at most "
+                            f"{self.max_calls_per_step} calls per action)"
+                        )
+            finally:
+                self._step_deadline = None
             output = "\n".join(outputs)
         self._done = self._done or terminated
         reward = float(sum(rewards.values()))

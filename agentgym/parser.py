@@ -40,8 +40,9 @@ MAX_ACTION_CHARS = 32_768
 
 MAX_CALLS = 16
 _MAX_JSON_STARTS = 64  # candidate '{' / '[' positions tried in one action
-_JSON_SCAN_BUDGET = 1  # characters read across all attempts, × the text, + 8 KiB: linear time (the last may run over)
+_JSON_SCAN_BUDGET = 1  # characters read across all attempts, × the text (at least 8 KiB): linear time
 _MAX_NUMBER_CHARS = 400  # digits in one number (Python refuses int() of more than 4,300)
+_MAX_DEPTH = 50  # brackets nested in one JSON value
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,16 @@ class _UnknownTool(_Unparsable):
     """A call of a name that is no tool."""
 
 
+class _Bound(_Unparsable):
+    """Text refused because it passes one of the parser's bounds; the message names the bound."""
+
+
+def _long_number(length: int, where: str = "") -> _Bound:
+    return _Bound(
+        f"a number of {length:,} characters{where}; numbers may have at most {_MAX_NUMBER_CHARS} (the parser's limit)"
+    )
+
+
 @dataclass
 class _Raw:
     name: str
@@ -93,99 +104,95 @@ class _LenientJSON:
     _WORD = re.compile(r"[A-Za-z_$][\w$.\-]*")
     _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
     _CONSTANTS = {"true": True, "false": False, "null": None, "none": None}
+    _SPACE = re.compile(r"[ \t\r\n]*")
+    _SEPARATORS = re.compile(r"[ \t\r\n,]*")  # between items: any run of blanks and commas (trailing commas)
 
-    def __init__(self, text: str, pos: int = 0) -> None:
+    def __init__(self, text: str, pos: int = 0, stop: int | None = None) -> None:
         self.s, self.i = text, pos
+        self.stop = len(text) if stop is None else stop  # no value starts past it (a reader's share of a budget)
 
     def _ws(self) -> None:
-        s, i = self.s, self.i
-        while i < len(s) and s[i] in " \t\r\n":
-            i += 1
-        self.i = i
+        self.i = self._SPACE.match(self.s, self.i).end()
 
     def value(self, depth: int = 0) -> Any:
-        if depth > 50:
-            raise _Unparsable("JSON nested too deeply")
-        self._ws()
-        if self.i >= len(self.s):
+        if depth > _MAX_DEPTH:
+            raise _Bound(f"JSON nested too deeply: more than {_MAX_DEPTH} levels (the parser's limit)")
+        s = self.s
+        i = self.i = self._SPACE.match(s, self.i).end()
+        if i >= len(s):
             raise _Unparsable("unexpected end of JSON")
-        c = self.s[self.i]
+        if i > self.stop:
+            raise _Unparsable("the JSON runs past the characters the parser reads")
+        c = s[i]
         if c == "{":
             return self._object(depth)
         if c == "[":
             return self._array(depth)
         if c in "\"'":
             return self._string()
-        if m := self._NUMBER.match(self.s, self.i):
+        if m := self._NUMBER.match(s, i):
             self.i = m.end()
             text = m.group()
             if len(text) > _MAX_NUMBER_CHARS:  # int() of thousands of digits raises, and is quadratic before that
-                raise _Unparsable(f"a number of {len(text):,} characters; the limit is {_MAX_NUMBER_CHARS}")
-            return float(text) if any(ch in text for ch in ".eE") else int(text)
-        if m := self._WORD.match(self.s, self.i):
+                raise _long_number(len(text), f" at position {i}")
+            return float(text) if "." in text or "e" in text or "E" in text else int(text)
+        if m := self._WORD.match(s, i):
             self.i = m.end()
             word = m.group()
             return self._CONSTANTS.get(word.lower(), word)
-        raise _Unparsable(f"unexpected character {c!r} at position {self.i}")
+        raise _Unparsable(f"unexpected character {c!r} at position {i}")
 
     def _object(self, depth: int) -> dict[str, Any]:
-        self.i += 1
-        out: dict[str, Any] = {}
+        s, out = self.s, {}
+        i = self.i + 1
         while True:
-            self._ws()
-            if self.i >= len(self.s) or self.s[self.i] == "}":
-                self.i += 1
+            i = self.i = self._SEPARATORS.match(s, i).end()
+            if i >= len(s) or s[i] == "}":
+                self.i = i + 1
                 return out
-            if self.s[self.i] == ",":
-                self.i += 1
-                continue
-            if self.s[self.i] in "\"'":
+            if s[i] in "\"'":
                 key = self._string()
-            elif m := self._WORD.match(self.s, self.i):
+            elif m := self._WORD.match(s, i):
                 key, self.i = m.group(), m.end()
             else:
-                raise _Unparsable(f"expected a key at position {self.i}")
-            self._ws()
-            if self.i >= len(self.s) or self.s[self.i] not in ":=":
+                raise _Unparsable(f"expected a key at position {i}")
+            i = self._SPACE.match(s, self.i).end()
+            if i >= len(s) or s[i] not in ":=":
                 raise _Unparsable(f"expected ':' after key {key!r}")
-            self.i += 1
+            self.i = i + 1
             out[str(key)] = self.value(depth + 1)
+            i = self.i
 
     def _array(self, depth: int) -> list[Any]:
-        self.i += 1
-        out: list[Any] = []
+        s, out = self.s, []
+        i = self.i + 1
         while True:
-            self._ws()
-            if self.i >= len(self.s) or self.s[self.i] == "]":
-                self.i += 1
+            i = self.i = self._SEPARATORS.match(s, i).end()
+            if i >= len(s) or s[i] == "]":
+                self.i = i + 1
                 return out
-            if self.s[self.i] == ",":
-                self.i += 1
-                continue
             out.append(self.value(depth + 1))
+            i = self.i
 
     _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", "/": "/"}
+    # A string's body in one regex step (each character matches one way: linear, in C), and its escapes.
+    _BODY = {q: re.compile(rf"[^{q}\\]*(?:\\[\s\S][^{q}\\]*)*") for q in "\"'"}
+    _ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|[\s\S])")
 
     def _string(self) -> str:
         s, quote = self.s, self.s[self.i]
-        i, chars = self.i + 1, []
-        while i < len(s):
-            c = s[i]
-            if c == quote:
-                self.i = i + 1
-                return "".join(chars)
-            if c == "\\" and i + 1 < len(s):
-                nxt = s[i + 1]
-                if nxt == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", s[i + 2 : i + 6]):
-                    chars.append(chr(int(s[i + 2 : i + 6], 16)))
-                    i += 6
-                    continue
-                chars.append(self._ESCAPES.get(nxt, nxt))
-                i += 2
-                continue
-            chars.append(c)
-            i += 1
-        raise _Unparsable("unterminated string")
+        end = self._BODY[quote].match(s, self.i + 1).end()
+        if end >= len(s) or s[end] != quote:  # the end, or a last lone backslash
+            self.i = len(s)  # read to the end: what the scan budget counts
+            raise _Unparsable("unterminated string")
+        body = s[self.i + 1 : end]
+        self.i = end + 1
+        return self._ESCAPE.sub(self._unescape, body) if "\\" in body else body
+
+    @classmethod
+    def _unescape(cls, m: re.Match[str]) -> str:
+        code = m.group(1)
+        return chr(int(code[1:], 16)) if len(code) == 5 else cls._ESCAPES.get(code, code)
 
 
 def loads_lenient(text: str) -> Any:
@@ -256,7 +263,7 @@ def _calls_from_json(obj: Any, known: Mapping[str, Any]) -> tuple[list[_Raw], st
 
 def _bounded_int(text: str) -> int:
     if len(text) > _MAX_NUMBER_CHARS:
-        raise _Unparsable(f"a number of {len(text):,} characters; the limit is {_MAX_NUMBER_CHARS}")
+        raise _long_number(len(text))
     return int(text)
 
 
@@ -267,7 +274,12 @@ def _not_strict(raws: list[_Raw]) -> list[_Raw]:
 
 
 def _literal(node: ast.expr) -> Any:
-    """A Python literal, with bare names read as strings (``true``/``null`` as JSON would)."""
+    """A Python literal, with bare names read as strings (``true``/``null`` as JSON would); a number longer than
+    :data:`_MAX_NUMBER_CHARS` is refused as it is in JSON."""
+    for part in ast.walk(node):
+        if isinstance(part, ast.Constant) and type(part.value) in (int, float, complex):
+            if (length := (part.end_col_offset or 0) - part.col_offset) > _MAX_NUMBER_CHARS:
+                raise _long_number(length)
     if isinstance(node, ast.Name):
         return _LenientJSON._CONSTANTS.get(node.id.lower(), node.id)
     try:
@@ -308,13 +320,17 @@ def _python_call(text: str) -> _Raw:
     """Read ``name(arg, key=value)`` as a call; raises :class:`_Unparsable`."""
     text = text.strip()
     try:
-        tree = ast.parse(text, mode="eval")
-    except SyntaxError:
         try:
+            tree = ast.parse(text, mode="eval")
+        except SyntaxError:
             tree = ast.parse(_escape_newlines_in_strings(text), mode="eval")
-        except (SyntaxError, ValueError, MemoryError, RecursionError):
-            raise _Unparsable(f"could not read {_clip(text)!r} as a call like name(arg=value)") from None
-    except (ValueError, MemoryError, RecursionError):
+    except (SyntaxError, ValueError, MemoryError, RecursionError) as exc:
+        if "Exceeds the limit" in str(exc):  # Python refuses an int literal of more than 4,300 digits
+            raise _long_number(max(len(run) for run in re.findall(r"\d+", text))) from None
+        if "too many nested" in str(exc) or isinstance(exc, RecursionError | MemoryError):
+            raise _Bound(
+                f"brackets in {_clip(text, 30)!r} are nested deeper than Python's parser reads (its limit)"
+            ) from None
         raise _Unparsable(f"could not read {_clip(text)!r} as a call like name(arg=value)") from None
     node = tree.body
     if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name | ast.Attribute):
@@ -394,7 +410,7 @@ _OPEN = re.compile(r"<\s*(?:(\|)\s*)?(tool_call|function_call|call)\s*(?:\|\s*)?
 _CLOSE = re.compile(r"<\s*(?:\|\s*)?/\s*(?:tool_call|function_call|call)\s*(?:\|\s*)?>", re.I)
 
 
-def _find_tagged(text: str, known: Mapping[str, Any]) -> tuple[list[_Raw], str] | None:
+def _find_tagged(text: str, known: Mapping[str, Any], notes: list[str]) -> tuple[list[_Raw], str] | None:
     opens = list(_OPEN.finditer(text))
     if not opens:
         return None
@@ -427,7 +443,7 @@ _REACT_INPUT = re.compile(r"[ \t\n]*Action[ _]Input[ \t]*:[ \t]*", re.I)
 _REACT_STOP = re.compile(r"^[ \t]*(?:Observation|Thought|Action)[ \t]*:", re.I | re.M)
 
 
-def _find_react(text: str, known: Mapping[str, Any]) -> tuple[list[_Raw], str] | None:
+def _find_react(text: str, known: Mapping[str, Any], notes: list[str]) -> tuple[list[_Raw], str] | None:
     if "action" not in text.lower():
         return None
     stops = [m.start() for m in _REACT_STOP.finditer(text)]
@@ -458,21 +474,31 @@ def _react_call(name: str, raw_input: str) -> _Raw:
     return _Raw(name, {}, plain=raw_input)
 
 
-def _find_json(text: str, known: Mapping[str, Any]) -> tuple[list[_Raw], str] | None:
+def _find_json(text: str, known: Mapping[str, Any], notes: list[str]) -> tuple[list[_Raw], str] | None:
     calls: list[_Raw] = []
     fmt = "json"
     i, tried, scanned = 0, 0, 0
-    budget = _JSON_SCAN_BUDGET * len(text) + 8192  # failed attempts each read up to the end: bound their sum
-    while tried < _MAX_JSON_STARTS and scanned < budget:
+    budget = max(_JSON_SCAN_BUDGET * len(text), 8192)  # what all attempts together read: linear time
+    while True:
         starts = [p for p in (text.find("{", i), text.find("[", i)) if p >= 0]
         if not starts:
             break
+        if tried >= _MAX_JSON_STARTS or scanned >= budget:
+            if not calls:
+                notes.append(
+                    f"the parser tries the first {_MAX_JSON_STARTS} '{{' or '[' of an action as JSON (its limit)"
+                    if tried >= _MAX_JSON_STARTS
+                    else f"the parser reads at most {budget:,} characters of JSON that is no call (its limit)"
+                )
+            break
         start = min(starts)
         tried += 1
-        reader = _LenientJSON(text, start)
+        reader = _LenientJSON(text, start, start + budget - scanned)
         try:
             obj = reader.value()
-        except (_Unparsable, RecursionError):
+        except (_Unparsable, RecursionError) as exc:
+            if isinstance(exc, _Bound) and not notes:
+                notes.append(str(exc))
             scanned += reader.i - start
             i = start + 1
             continue
@@ -487,7 +513,7 @@ def _find_json(text: str, known: Mapping[str, Any]) -> tuple[list[_Raw], str] | 
     return (calls, fmt) if calls else None
 
 
-def _find_python(text: str, known: Mapping[str, Any]) -> tuple[list[_Raw], str] | None:
+def _find_python(text: str, known: Mapping[str, Any], notes: list[str]) -> tuple[list[_Raw], str] | None:
     if "(" not in text:
         return None
     lowered = text.lower()  # cheap prefilter: only names that occur at all go into the regex
@@ -610,14 +636,16 @@ def parse_tool_calls(
     if not text.strip():
         return ParseResult(error="the action is empty: write a tool call")
     known = _tool_table(tools)
+    notes: list[str] = []  # a bound that kept a finder from reading part of the text
     try:
         for finder in _FINDERS:
-            found = finder(text, known)
+            found = finder(text, known, notes)
             if found:
                 raws, fmt = found
                 break
         else:
-            return ParseResult(error="no tool call found in the action", no_call=True)
+            why = f": {notes[0]}" if notes else ""
+            return ParseResult(error=f"no tool call found in the action{why}", no_call=True)
         if len(raws) > MAX_CALLS:
             return ParseResult(error=f"{len(raws)} tool calls in one action; the limit is {MAX_CALLS}")
         calls = tuple(_resolve(raw, known) for raw in raws)

@@ -2,7 +2,8 @@
 
     python benchmarks/env_server_throughput.py [--episodes 48] [--concurrency 4]
 
-Starts the servers as subprocesses (``agentgym serve env --env agentgym/CodeSandbox-v0 --port P``, 127.0.0.1),
+Starts the servers as subprocesses (``agentgym serve env --env agentgym/CodeSandbox-v0 --port P --operator``: the
+oracle is an operator feature; 127.0.0.1),
 plays ``agentgym eval --env-url URL[,URL] --agent oracle`` on them (``--concurrency`` sessions at once, spread
 round-robin over the URLs, as :func:`agentgym.app.evaluation.evaluate_agent` does) and prints episodes/s and
 steps/s for each, and the ratio 2 servers / 1 server. Every episode must succeed (the oracle), or it says so.
@@ -27,7 +28,8 @@ ENV_ID = "agentgym/CodeSandbox-v0"
 
 def start_server() -> tuple[subprocess.Popen, str]:
     """One ``agentgym serve env`` process on a free port, and its URL once ``/health`` answers."""
-    command = [str(Path(sys.executable).with_name("agentgym")), "serve", "env", "--env", ENV_ID, "--port", "0"]
+    executable = str(Path(sys.executable).with_name("agentgym"))
+    command = [executable, "serve", "env", "--env", ENV_ID, "--port", "0", "--operator"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     match = re.search(r"at (http://[\d.]+:\d+) ", process.stdout.readline())
     if match is None:

@@ -136,6 +136,10 @@ class CodeSandboxEnv(ToolEnv):
     mode: runs fork from a zygote, ~4× the throughput, root only; see :mod:`agentgym.envs.sandbox`); ``history``;
     ``render_mode``.
 
+    ## Time
+    Each run has ``timeout`` (5 s) of wall clock; one action's runs together have 1.5 × that: a run gets what is
+    left (the observation says so when that stopped it), and calls reached after it is spent are not run.
+
     ## Episode end
     Terminates on ``submit``; truncates after 10 actions (``max_episode_steps``).
 
@@ -220,9 +224,10 @@ class CodeSandboxEnv(ToolEnv):
             code: The program's source, e.g. "print(sorted([3, 1, 2]))".
         """
         self.runs += 1
-        result = self.sandbox.run(code)
+        timeout = self.call_time()
+        result = self.sandbox.run(code, timeout=timeout)
         self.last_error = result.error_summary()
-        return ToolResult(_format_run(result), error=not result.ok)
+        return ToolResult(_format_run(result) + self._budget_note(result, timeout), error=not result.ok)
 
     @tool
     def run_tests(self, code: str) -> ToolResult:
@@ -232,7 +237,8 @@ class CodeSandboxEnv(ToolEnv):
             code: Source that defines the function (it may define helpers too).
         """
         self.runs += 1
-        report = self.sandbox.run_tests(code, self.task.visible())
+        timeout = self.call_time()
+        report = self.sandbox.run_tests(code, self.task.visible(), timeout=timeout)
         self.visible_passed = report.passed
         self.last_error = report.first_error()
         self.outcomes[code.strip()] = "pass" if report.passed == report.total else "fail"
@@ -244,7 +250,7 @@ class CodeSandboxEnv(ToolEnv):
             if self.process_reward:
                 reward["process"] = self.process_reward * rise
             self.best_visible = report.fraction
-        return ToolResult(_format_tests(report), reward)
+        return ToolResult(_format_tests(report) + self._budget_note(report.result, timeout), reward)
 
     @tool
     def submit(self, code: str) -> ToolResult:
@@ -255,8 +261,9 @@ class CodeSandboxEnv(ToolEnv):
         """
         self.submitted = True
         self.hidden_passed = 0
+        timeout = self.call_time()
         try:
-            report = self.sandbox.run_tests(code, self.task.hidden())
+            report = self.sandbox.run_tests(code, self.task.hidden(), timeout=timeout)
         except Exception as exc:  # noqa: BLE001 (the sandbox itself failed: the submission scores 0, the episode ends)
             warnings.warn(f"CodeSandbox: the hidden tests could not be run: {exc!r}", RuntimeWarning, stacklevel=2)
             text = f"Submitted: the hidden tests could not be run ({type(exc).__name__}); reward 0.000."
@@ -269,7 +276,20 @@ class CodeSandboxEnv(ToolEnv):
             text += f" Your code failed before the tests ran: {_public_error(error['error'], error['line'], code)}."
         elif report.passed < report.total and (first := _first_hidden_failure(report, code)):
             text += f" First error: {first}."
-        return ToolResult(text, {"hidden_tests": score}, terminated=True)
+        return ToolResult(text + self._budget_note(report.result, timeout), {"hidden_tests": score}, terminated=True)
+
+    def call_time_limit(self) -> float:
+        """A program's wall-clock ``timeout`` (5 s): one action's programs together run at most 1.5 × that."""
+        return self.sandbox.limits.timeout
+
+    def _budget_note(self, result: SandboxResult, timeout: float | None) -> str:
+        """Why a run stopped early when it was held to less than its own time limit: the action's budget."""
+        if not result.timed_out or timeout is None or timeout >= self.sandbox.limits.timeout:
+            return ""
+        return (
+            f"\n(It had {timeout:.2g} s, what was left of this action's time budget of "
+            f"{self.step_time_factor * self.sandbox.limits.timeout:g} s for all its calls.)"
+        )
 
     # ----------------------------------------------------------------- ToolEnv hooks
 

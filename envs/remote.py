@@ -25,12 +25,14 @@ sequence number and the server answers a repeated one from its record instead of
 What trainers and evaluators use besides ``reset``/``step`` comes over the protocol too:
 :meth:`RemoteEnv.observation_parts` (so :func:`agentgym.core.parts_of` and the LLM rollout's summary prompts work
 unchanged), :meth:`~RemoteEnv.task_prompt`, :meth:`~RemoteEnv.tools_prompt`, ``num_tasks``,
-:meth:`~RemoteEnv.reward_bounds`, :meth:`~RemoteEnv.oracle` (the server's oracle, played on the session's
-latest observation) and :meth:`~RemoteEnv.discrete_view` (``view="discrete"``: the server wraps the session's
-env in :class:`~agentgym.wrappers.DiscreteToolActions`, so the spaces are ``Discrete`` and trajectories are those
-of ``as_discrete(gym.make(env_id))``). :class:`RemoteVectorEnv` steps N sessions at once.
+:meth:`~RemoteEnv.reward_bounds`, and, from a server started with ``--operator`` (they hand out answers, so a server
+an agent under test reaches refuses them with 403), :meth:`~RemoteEnv.oracle` (the server's oracle, played on the
+session's latest observation) and :meth:`~RemoteEnv.discrete_view` (``view="discrete"``: the server wraps the
+session's env in :class:`~agentgym.wrappers.DiscreteToolActions`, so the spaces are ``Discrete`` and trajectories
+are those of ``as_discrete(gym.make(env_id))``). :class:`RemoteVectorEnv` steps N sessions at once.
 
 Errors: :class:`RemoteEnvError` (a ``RuntimeError``) for what the server refused, with its one-line reason;
+:class:`RemoteEnvForbidden` (also a ``PermissionError``) for a wrong token or an operator-only feature;
 :class:`RemoteEnvUnavailable` (also a ``ConnectionError``) when no server answers — an infrastructure failure,
 not the agent's.
 
@@ -71,9 +73,11 @@ from agentgym.core import ObservationParts, Turn
 from agentgym.spaces import AnyText
 
 __all__ = [
+    "MAX_REPLY_BYTES",
     "PROTOCOL",
     "RemoteEnv",
     "RemoteEnvError",
+    "RemoteEnvForbidden",
     "RemoteEnvUnavailable",
     "RemoteVectorEnv",
     "ResetRequest",
@@ -91,6 +95,10 @@ PROTOCOL = "agentgym-env/1"
 API = "/v1"
 """Every session endpoint lives under this path (``/health`` and ``/metrics`` do not)."""
 
+MAX_REPLY_BYTES = 16 << 20
+"""The largest reply a client reads (an honest one holds one observation, its parts and ``info``: well under 1 MiB);
+a server that sends more is refused with :class:`RemoteEnvError`, as is one whose reply is not a JSON object."""
+
 _TAG = "$agentgym"
 _MAX_DEPTH = 64  # a value nested deeper is refused (JSON from a client is attacker-shaped)
 
@@ -105,6 +113,10 @@ class RemoteEnvError(RuntimeError):
 
 class RemoteEnvUnavailable(RemoteEnvError, ConnectionError):
     """No env server answered (after the retries): an infrastructure failure, not the agent's."""
+
+
+class RemoteEnvForbidden(RemoteEnvError, PermissionError):
+    """The env server refused this client (401: the token) or this feature (403: one for its operator only)."""
 
 
 # ---------------------------------------------------------------------------------------------- the value codec
@@ -362,6 +374,9 @@ class RemoteEnv(gym.Env):
         created = self._with_retries(lambda: self._http_call("POST", f"{API}/sessions", body))
         self.session_id: str = created["session"]
         self.served_env_id: str = created["env_id"]
+        self.operator: bool = created.get("operator", True)
+        """Whether the server serves its operator's features, the oracle and the discrete view (an older server
+        that does not say served them)."""
         self._check_served(created, env_id, {**(env_kwargs or {}), **kwargs})
         if created.get("view", "text") != view:
             self.close()
@@ -413,13 +428,21 @@ class RemoteEnv(gym.Env):
         return (self._first_parts.tools if self._first_parts else None) or ""
 
     def oracle(self) -> RemoteOracle:
-        """The served env's scripted oracle, asked for each action over the protocol (``eval --agent oracle``)."""
+        """The served env's scripted oracle, asked for each action over the protocol (``eval --agent oracle``; the
+        server must run with ``--operator``, else the first ``predict`` raises :class:`RemoteEnvError`, 403)."""
         if self.view != "text":
             raise RemoteEnvError("the oracle plays the text view; use the env this discrete view was opened from")
+        if not self.operator:
+            raise RemoteEnvForbidden(
+                f"the env server at {self.base_url} serves no oracle (it hands out answers): its operator starts it "
+                "with `agentgym serve env --operator` for their own baselines",
+                status=403,
+            )
         return RemoteOracle(self)
 
     def discrete_view(self) -> RemoteEnv:
-        """A new session on this env's server in ``view="discrete"`` (closed when this env is closed)."""
+        """A new session on this env's server in ``view="discrete"`` (closed when this env is closed; the server must
+        run with ``--operator``, else :class:`RemoteEnvError`, 403)."""
         view = RemoteEnv(self.base_url, view="discrete", **self._settings)
         self._views.append(view)
         return view
@@ -492,6 +515,8 @@ class RemoteEnv(gym.Env):
         for attempt in range(self.retries + 1):
             try:
                 return call()
+            except RemoteEnvError:  # the server answered (RemoteEnvForbidden is an OSError too): no retry
+                raise
             except (httpx.TransportError, OSError, _WSClosed) as exc:
                 if isinstance(exc, httpx.TimeoutException) and not isinstance(exc, httpx.ConnectTimeout):
                     raise RemoteEnvError(
@@ -507,8 +532,16 @@ class RemoteEnv(gym.Env):
         raise AssertionError("unreachable")
 
     def _http_call(self, method: str, path: str, message: dict[str, Any]) -> dict[str, Any]:
-        response = self._http.request(method, f"{self.base_url}{path}", content=dumps(message))
-        return self._reply(response.status_code, response.content)
+        with self._http.stream(method, f"{self.base_url}{path}", content=dumps(message)) as response:
+            body = bytearray()
+            for chunk in response.iter_bytes():
+                body += chunk
+                if len(body) > MAX_REPLY_BYTES:
+                    raise self._too_big()
+            return self._reply(response.status_code, bytes(body))
+
+    def _too_big(self) -> RemoteEnvError:
+        return RemoteEnvError(f"the env server at {self.base_url} sent a reply over {MAX_REPLY_BYTES >> 20} MiB")
 
     def _ws_call(self, message: dict[str, Any]) -> dict[str, Any]:
         from websockets.exceptions import ConnectionClosed, InvalidStatus
@@ -518,7 +551,7 @@ class RemoteEnv(gym.Env):
             url = self.base_url.replace("http", "ws", 1) + f"{API}/sessions/{self.session_id}/ws"
             try:
                 opening = connect(url, additional_headers=self._headers, open_timeout=min(self.timeout_s, 5.0),
-                                  max_size=None, compression=None, ping_interval=None)  # fmt: skip
+                                  max_size=MAX_REPLY_BYTES, compression=None, ping_interval=None)  # fmt: skip
                 self._ws = opening.__enter__()  # websockets >= 17 wants a context manager; < 17 returns the socket
             except InvalidStatus as exc:
                 body = exc.response.body or b""
@@ -532,10 +565,17 @@ class RemoteEnv(gym.Env):
                 f"the env server at {self.base_url} gave no answer within {self.timeout_s:g} s (timeout_s)"
             ) from None
         except ConnectionClosed as exc:
+            if any(close is not None and close.code == 1009 for close in (exc.sent, exc.rcvd)):  # over max_size
+                self._drop_ws()
+                raise self._too_big() from None
             raise _WSClosed(str(exc)) from None
-        reply = json.loads(text)
-        status = reply.get("error", {}).get("status", 200) if isinstance(reply, dict) else 200
-        return self._reply(status, reply)
+        try:
+            reply = json.loads(text)
+        except (ValueError, RecursionError):
+            return self._reply(200, text.encode("utf-8", "replace"))
+        error = reply.get("error") if isinstance(reply, dict) else None
+        status = error.get("status", 500) if isinstance(error, dict) else 200
+        return self._reply(status if isinstance(status, int) else 500, reply)
 
     def _drop_ws(self) -> None:
         if self._ws is not None:
@@ -548,11 +588,15 @@ class RemoteEnv(gym.Env):
     def _reply(self, status: int, body: bytes | dict[str, Any]) -> dict[str, Any]:
         try:
             reply = body if isinstance(body, dict) else json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested deeper than Python reads
             reply = {"error": {"message": bytes(body[:200]).decode("utf-8", "replace")}}
+        if not isinstance(reply, dict):
+            reply = {"error": {"message": f"a JSON {type(reply).__name__} where an object belongs"}}
         if status >= 400 or "error" in reply:
-            message = reply.get("error", {}).get("message", "") if isinstance(reply, dict) else str(reply)[:200]
-            raise RemoteEnvError(f"the env server at {self.base_url} answered {status}: {message}", status=status)
+            error = reply.get("error")
+            message = str(error.get("message", "") if isinstance(error, dict) else error)[:300]
+            kind = RemoteEnvForbidden if status in (401, 403) else RemoteEnvError
+            raise kind(f"the env server at {self.base_url} answered {status}: {message}", status=status)
         if reply.get("protocol") != PROTOCOL:
             raise RemoteEnvError(
                 f"the env server at {self.base_url} speaks {reply.get('protocol')!r}; this client speaks {PROTOCOL!r}"

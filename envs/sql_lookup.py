@@ -273,8 +273,10 @@ class SQLLookupEnv(ToolEnv):
     ## Safety
     Every query runs through :class:`~agentgym.envs.sql_safety.ReadOnlySQLite`: read-only open, one
     statement, an authorizer that allows only reads and safe functions, size limits and a
-    ``time_limit`` deadline (1 s). A refused, stopped or failed query is an ``Error: …`` observation
-    that says why; the episode goes on and the database file never changes.
+    ``time_limit`` deadline (1 s). One action's queries share a budget of 1.5 × ``time_limit``: each may run
+    for what is left of it, and calls reached after it is spent are not run (four slow queries in one action
+    take 1.5 s, not 4 s). A refused, stopped or failed query is an ``Error: …`` observation that says why
+    (which limit stopped it); the episode goes on and the database file never changes.
 
     ## Observation and summary
     Text; the state summary reads ``tables seen 3/6 · queries 2 (1 error) · last: 14 rows · answer pending``.
@@ -406,10 +408,13 @@ class SQLLookupEnv(ToolEnv):
         key = (sql.strip(), max_rows)
         hit = self._cache.get(key)
         if hit is None:
+            time_limit = self.call_time()
             try:
-                hit = self.database.query(sql, max_rows=max_rows)
+                hit = self.database.query(sql, max_rows=max_rows, time_limit=time_limit)
             except QueryError as exc:
                 hit = exc
+                if exc.kind == "timeout" and time_limit is not None and time_limit < self.database.time_limit:
+                    raise  # stopped by what was left of an action's budget: it may run in full another time
             if self._cache_size:
                 size = _result_bytes(hit) + len(key[0])
                 if len(self._cache) >= self._cache_size or self._cache_bytes + size > CACHE_BYTES:
@@ -465,7 +470,7 @@ class SQLLookupEnv(ToolEnv):
                 f"Error: no table named {name!r}.{hint} Tables: {', '.join(self.table_names)}", self._cost(), error=True
             )
         try:
-            info = self.database.describe(table, sample_rows=3)
+            info = self.database.describe(table, sample_rows=3, time_limit=self.call_time())
         except QueryError as exc:
             return ToolResult(f"Error: {exc}", self._cost(), error=True)
         self.seen.add(table)
@@ -589,6 +594,11 @@ class SQLLookupEnv(ToolEnv):
         elif not isinstance(index, int | float) or not 0 <= int(index) < len(self.tasks):
             raise ValueError(f"task_index must be in [0, {len(self.tasks)}), got {index!r}")
         self._start(self.tasks[int(index)])
+        self.gold_result()  # run the gold query now (once per task), never on the clock of an agent's action
+
+    def call_time_limit(self) -> float:
+        """A query's ``time_limit`` (1 s): one action's queries together run at most 1.5 × that."""
+        return self.database.time_limit
 
     def task_prompt(self) -> str:
         return _TASK_TEXT.format(question=self.task.question)

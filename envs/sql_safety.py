@@ -25,7 +25,8 @@ stacks independent defences, so that each alone would stop a write:
    zone at run time (``date('n' || 'ow')`` included; the database is a frozen snapshot and answers must
    be reproducible), and ``printf``/``format`` refuse ``*`` and widths over 1,000.
 6. **Deadline**: a progress handler, called every 1,000 virtual-machine steps, aborts any statement that
-   runs longer than ``time_limit`` seconds (a recursive CTE without end, a cross join of big tables).
+   runs longer than ``time_limit`` seconds (a recursive CTE without end, a cross join of big tables), or
+   than the shorter ``time_limit=`` a caller gives :meth:`~ReadOnlySQLite.query` (the rest of a budget).
 7. **Bounded output**: rows are read one at a time; the first ``max_rows`` are kept (at most
    ``max_result_bytes`` in all), the rest are only counted (up to ``max_count``), and at most
    ``max_columns`` result columns are accepted. Text that is not valid UTF-8 is decoded with U+FFFD
@@ -235,7 +236,7 @@ class _GuardedFunctions:
     """
 
     def __init__(self, max_value_bytes: int) -> None:
-        self.engine = sqlite3.connect(":memory:", isolation_level=None)
+        self.engine = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
         self.engine.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max_value_bytes)
         self.engine.text_factory = _decode_text
         self.refusal: str | None = None
@@ -292,6 +293,8 @@ class ReadOnlySQLite:
         max_columns: Most result columns accepted.
         max_count: Rows beyond the kept ones are counted up to this number, then counting stops.
         max_result_bytes: Most bytes the kept rows may hold (text and blobs by length, numbers 8 each).
+
+    Any thread may call it, one call at a time (an env is stepped so: the MCP server steps from worker threads).
     """
 
     def __init__(
@@ -336,8 +339,11 @@ class ReadOnlySQLite:
         self.max_columns = int(max_columns)
         self.max_count = int(max_count)
         self._deadline = 0.0
+        self._stopped_by = ""  # the limit the running statement is held to, in words (for the timeout message)
         self._denied: str | None = None
-        conn = sqlite3.connect(f"{self.path.as_uri()}?mode=ro", uri=True, isolation_level=None)
+        # check_same_thread=False: before, every query of an env stepped from another thread than the one that made
+        # it (the MCP server's workers) failed with "SQLite objects created in a thread can only be used in ...".
+        conn = sqlite3.connect(f"{self.path.as_uri()}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
         try:
             conn.execute("PRAGMA query_only = 1")
             limits = {
@@ -389,7 +395,7 @@ class ReadOnlySQLite:
             return QueryError(f"refused: {self._guarded.refusal}", "refused")
         if message == "interrupted":
             return QueryError(
-                f"stopped: the query ran longer than the {self.time_limit:g} s limit "
+                f"stopped: the query ran longer than {self._stopped_by} "
                 "(an endless recursive CTE or a join without a join condition?)",
                 "timeout",
             )
@@ -408,14 +414,21 @@ class ReadOnlySQLite:
 
     # ------------------------------------------------------------------ public
 
-    def query(self, sql: str, max_rows: int = 20) -> QueryResult:
+    def query(self, sql: str, max_rows: int = 20, *, time_limit: float | None = None) -> QueryResult:
         """Run one read-only statement; keep its first ``max_rows`` rows and count the rest.
 
-        Raises :class:`QueryError` if it is refused, runs past the deadline or fails.
+        ``time_limit``: seconds it may run when less than the database's ``time_limit`` (what is left of a
+        caller's budget, such as one agent action's); the timeout's message then names that budget. Raises
+        :class:`QueryError` if it is refused, runs past the deadline or fails.
         """
         sql = check_statement(sql, self.max_sql_chars)
         started = time.monotonic()
-        self._deadline = started + self.time_limit
+        if time_limit is not None and time_limit < self.time_limit:
+            self._deadline = started + max(0.0, time_limit)
+            self._stopped_by = f"the {max(0.0, time_limit):.2g} s left of its time budget"
+        else:
+            self._deadline = started + self.time_limit
+            self._stopped_by = f"the {self.time_limit:g} s limit"
         self._denied = self._guarded.refusal = None
         cursor = None
         try:
@@ -461,18 +474,21 @@ class ReadOnlySQLite:
         )
         return [row[0] for row in result.rows]
 
-    def describe(self, table: str, sample_rows: int = 3) -> TableInfo:
-        """Columns (type, NOT NULL, primary key, foreign keys), row count and the first ``sample_rows`` rows."""
+    def describe(self, table: str, sample_rows: int = 3, *, time_limit: float | None = None) -> TableInfo:
+        """Columns (type, NOT NULL, primary key, foreign keys), row count and the first ``sample_rows`` rows; its
+        queries together run for at most ``time_limit`` seconds (default: the database's ``time_limit``)."""
+        end = time.monotonic() + (self.time_limit if time_limit is None else min(time_limit, self.time_limit))
+
+        def query(sql: str, max_rows: int) -> QueryResult:
+            return self.query(sql, max_rows, time_limit=end - time.monotonic())
+
         names = {name.lower(): name for name in self.tables()}
         if table.lower() not in names:
             raise QueryError(f"no table named {table!r}", "error")
         name = names[table.lower()]
         ident = '"' + name.replace('"', '""') + '"'
-        kind = self.query(f"SELECT type FROM sqlite_master WHERE name = '{_quote(name)}'", 1).rows[0][0]
-        fks = {
-            row[3]: f"{row[2]}.{row[4] or 'rowid'}"
-            for row in self.query(f"PRAGMA foreign_key_list({ident})", 1000).rows
-        }
+        kind = query(f"SELECT type FROM sqlite_master WHERE name = '{_quote(name)}'", 1).rows[0][0]
+        fks = {row[3]: f"{row[2]}.{row[4] or 'rowid'}" for row in query(f"PRAGMA foreign_key_list({ident})", 1000).rows}
         columns = tuple(
             Column(
                 name=row[1],
@@ -481,10 +497,10 @@ class ReadOnlySQLite:
                 primary_key=bool(row[5]),
                 references=fks.get(row[1]),
             )
-            for row in self.query(f"PRAGMA table_info({ident})", 10_000).rows
+            for row in query(f"PRAGMA table_info({ident})", 10_000).rows
         )
-        row_count = int(self.query(f"SELECT count(*) FROM {ident}", 1).rows[0][0])
-        sample = self.query(f"SELECT * FROM {ident} LIMIT {int(sample_rows)}", sample_rows)
+        row_count = int(query(f"SELECT count(*) FROM {ident}", 1).rows[0][0])
+        sample = query(f"SELECT * FROM {ident} LIMIT {int(sample_rows)}", sample_rows)
         return TableInfo(name, kind, columns, row_count, sample)
 
     def close(self) -> None:

@@ -22,6 +22,7 @@ The HTTP schema (served by ``agentgym serve weather``; shaped like Open-Meteo's 
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import threading
@@ -45,14 +46,18 @@ from agentgym.tools import ToolError
 
 __all__ = ["HTTPWeather", "RandomWeather", "SnapshotWeather", "WeatherBackend"]
 
+MAX_RESPONSE_BYTES = 64 << 10
+"""The most of one HTTP response :class:`HTTPWeather` reads (a record is a few hundred bytes)."""
 WEATHER_FIELDS = ("temperature_c", "conditions", "humidity_pct", "wind_kph")
 AIR_FIELDS = ("aqi", "pm2_5")
 
 
 class WeatherBackend(Protocol):
+    """``deadline`` (a ``time.monotonic()`` time, or None): when a lookup must have answered or failed."""
+
     def sample_task(self, rng: np.random.Generator, index: int | None = None) -> tuple[str, str]: ...
-    def weather(self, city: str, date: str) -> dict[str, Any]: ...
-    def air_quality(self, city: str, date: str) -> dict[str, Any]: ...
+    def weather(self, city: str, date: str, deadline: float | None = None) -> dict[str, Any]: ...
+    def air_quality(self, city: str, date: str, deadline: float | None = None) -> dict[str, Any]: ...
 
 
 class SnapshotWeather:
@@ -80,11 +85,11 @@ class SnapshotWeather:
             raise ToolError(f"no data for {city!r} on {date}")
         return record
 
-    def weather(self, city: str, date: str) -> dict[str, Any]:
+    def weather(self, city: str, date: str, deadline: float | None = None) -> dict[str, Any]:
         record = self._record(city, date)
         return {"city": record.city, "date": date, **record.model_dump(include=set(WEATHER_FIELDS))}
 
-    def air_quality(self, city: str, date: str) -> dict[str, Any]:
+    def air_quality(self, city: str, date: str, deadline: float | None = None) -> dict[str, Any]:
         record = self._record(city, date)
         return {"city": record.city, "date": date, **record.model_dump(include=set(AIR_FIELDS))}
 
@@ -203,36 +208,62 @@ class HTTPWeather:
 
     sample_task = SnapshotWeather.sample_task
 
-    def _get(self, path: str, city: str, date: str) -> dict[str, Any]:
+    @property
+    def call_time_limit(self) -> float:
+        """The longest one lookup takes, retries and pauses included: ``timeout × (retries + 1)`` plus the longest
+        backoff pauses (6.45 s with the defaults). A lookup given an earlier ``deadline`` stops at it."""
+        return self.timeout * (self.retries + 1) + self.backoff * (2**self.retries - 1) * 1.5
+
+    def _get(self, path: str, city: str, date: str, deadline: float | None = None) -> dict[str, Any]:
         url = f"{self.base_url}{path}"
-        problem = ""
+        end = time.monotonic() + self.call_time_limit if deadline is None else deadline
+        problem, attempts = "", 0
         for attempt in range(self.retries + 1):
             if attempt:
-                time.sleep(self.backoff * 2 ** (attempt - 1) * (0.5 + self._jitter.random()))
+                pause = self.backoff * 2 ** (attempt - 1) * (0.5 + self._jitter.random())
+                time.sleep(max(0.0, min(pause, end - time.monotonic())))
+            wait = min(self.timeout, end - time.monotonic())
+            if wait <= 0:
+                problem += f"{'; ' if problem else ''}no time left in this action's time budget"
+                break
+            attempts += 1
             try:
-                response = self._client.get(url, params={"city": city, "date": date})
+                status, content = self._fetch(url, {"city": city, "date": date}, wait, end)
             except httpx.TimeoutException:
-                problem = f"timed out after {self.timeout:g} s"
+                problem = f"timed out after {wait:g} s"
                 continue
             except httpx.HTTPError as exc:
                 problem = f"could not connect ({type(exc).__name__})"
                 continue
-            if response.status_code == 404:
-                raise ToolError(_error_text(response) or f"no data for {city!r} on {date}")
-            if response.status_code >= 400:
-                problem = f"HTTP {response.status_code}"
-                if response.status_code in (429,) or response.status_code >= 500:
+            if status == 404:
+                raise ToolError(_error_text(content) or f"no data for {city!r} on {date}")
+            if status >= 400:
+                problem = f"HTTP {status}"
+                if status in (429,) or status >= 500:
                     continue
-                raise ToolError(f"the weather service refused the request: {problem} {_error_text(response)}")
+                raise ToolError(f"the weather service refused the request: {problem} {_error_text(content)}")
             try:
-                body = response.json()
+                body = json.loads(content)
                 return body if isinstance(body, dict) else {}
             except ValueError:
                 problem = "the response was not valid JSON"
-        raise ToolError(f"the weather service failed ({problem}) after {self.retries + 1} attempt(s); try again later")
+        raise ToolError(f"the weather service failed ({problem}) after {attempts} attempt(s); try again later")
 
-    def weather(self, city: str, date: str) -> dict[str, Any]:
-        body = self._get("/v1/weather", city, date)
+    def _fetch(self, url: str, params: dict[str, str], wait: float, end: float) -> tuple[int, bytes]:
+        """One GET: its status and body, read within ``wait`` seconds per read and by ``end`` in all (a server
+        that trickles its body is cut off), at most :data:`MAX_RESPONSE_BYTES` of it."""
+        with self._client.stream("GET", url, params=params, timeout=wait) as response:
+            content = bytearray()
+            for chunk in response.iter_bytes():
+                content += chunk
+                if len(content) > MAX_RESPONSE_BYTES:
+                    return 502, b""  # a weather record is a few hundred bytes
+                if time.monotonic() > end:
+                    raise httpx.ReadTimeout("the response did not arrive in time")
+            return response.status_code, bytes(content)
+
+    def weather(self, city: str, date: str, deadline: float | None = None) -> dict[str, Any]:
+        body = self._get("/v1/weather", city, date, deadline)
         try:
             p = _WeatherPayload.model_validate(body.get("current"))
         except ValidationError:
@@ -245,8 +276,8 @@ class HTTPWeather:
         }
         return self._remember(str(body.get("city") or city), date, values)
 
-    def air_quality(self, city: str, date: str) -> dict[str, Any]:
-        body = self._get("/v1/air-quality", city, date)
+    def air_quality(self, city: str, date: str, deadline: float | None = None) -> dict[str, Any]:
+        body = self._get("/v1/air-quality", city, date, deadline)
         try:
             p = _AirPayload.model_validate(body.get("current"))
         except ValidationError:
@@ -271,9 +302,9 @@ class HTTPWeather:
         self._client.close()
 
 
-def _error_text(response: httpx.Response) -> str:
+def _error_text(content: bytes) -> str:
     try:
-        body = response.json()
+        body = json.loads(content)
     except ValueError:
         return ""
-    return str(body.get("error", "")) if isinstance(body, dict) else ""
+    return str(body.get("error", ""))[:200] if isinstance(body, dict) else ""

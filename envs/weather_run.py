@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -81,7 +82,9 @@ class WeatherRunEnv(ToolEnv):
       memorise names (how the tiny LLM learns to copy cities it will only meet in the test split);
       ``suitable_share=0.5`` balances suitable and unsuitable days (27 % suitable otherwise).
     - ``"http"``: a live API at ``base_url`` (see ``agentgym.envs.weather_backends``), with
-      ``timeout``, ``retries`` and ``record=PATH`` to freeze what it fetched into a snapshot.
+      ``timeout``, ``retries`` and ``record=PATH`` to freeze what it fetched into a snapshot. A lookup, retries
+      included, takes at most ``timeout × (retries + 1)`` plus its backoff pauses (6.45 s by default); one
+      action's lookups share 1.5 × that, and calls reached after it is spent are not run.
 
     ## Episode end
     Terminates on ``answer``; truncates after 8 actions (``max_episode_steps``).
@@ -205,13 +208,22 @@ class WeatherRunEnv(ToolEnv):
             reward["process"] = self.process_reward / len(REQUIRED_TOOLS)
         return reward
 
-    def _lookup(self, fetch: Callable[[str, str], dict[str, Any]], city: str) -> dict[str, Any] | ToolResult:
+    def _lookup(self, fetch: Callable[..., dict[str, Any]], city: str) -> dict[str, Any] | ToolResult:
         """Count the call and fetch for the task's date; a failure is the tool's error result."""
         self.lookups += 1
         try:
-            return fetch(city, self.date)
+            return fetch(city, self.date, deadline=self._call_deadline())
         except ToolError as exc:
             return ToolResult(f"Error: {exc}", self._cost, error=True)
+
+    def call_time_limit(self) -> float | None:
+        """The ``http`` backend's longest lookup (``timeout × (retries + 1)`` and the backoff pauses: 6.45 s by
+        default), which one action's lookups share 1.5 × of; None for the snapshot and random backends."""
+        return self.backend.call_time_limit if isinstance(self.backend, HTTPWeather) else None
+
+    def _call_deadline(self) -> float | None:
+        seconds = self.call_time()
+        return None if seconds is None else time.monotonic() + seconds
 
     # ----------------------------------------------------------------- ToolEnv hooks
 
@@ -255,9 +267,10 @@ class WeatherRunEnv(ToolEnv):
 
     def _truth(self) -> bool | None:
         """Whether the task's day is suitable, from the backend (None if the service cannot say)."""
+        deadline = self._call_deadline()  # part of the answer call: within its time
         try:
-            w = self.backend.weather(self.city, self.date)
-            a = self.backend.air_quality(self.city, self.date)
+            w = self.backend.weather(self.city, self.date, deadline=deadline)
+            a = self.backend.air_quality(self.city, self.date, deadline=deadline)
         except ToolError:
             return None
         return is_suitable(float(w["temperature_c"]), int(a["aqi"]))

@@ -25,7 +25,7 @@ VOLATILE = {"timing", "provenance", "env_id", "env_kwargs"}  # how and where a r
 
 @pytest.fixture(scope="module")
 def weather():
-    with EnvServer(WEATHER, port=0) as first, EnvServer(WEATHER, port=0) as second:
+    with EnvServer(WEATHER, port=0, operator=True) as first, EnvServer(WEATHER, port=0, operator=True) as second:
         yield [first, second]
 
 
@@ -104,7 +104,7 @@ def test_the_env_url_flag_spreads_sessions_over_the_servers(weather, tmp_path, c
 
 
 def test_a_killed_server_fails_its_episodes_and_the_eval_goes_on():
-    server = EnvServer(WEATHER, port=0).__enter__()
+    server = EnvServer(WEATHER, port=0, operator=True).__enter__()
     env_kwargs = {"base_url": server.url, "env_id": WEATHER, "retries": 1, "backoff_s": 0.01}
     killed = []
 

@@ -3,12 +3,15 @@ holds what a run was given.
 
 Consecutive runs on one zygote: files, environment, modules and builtins, signal handlers and processes, shared
 memory and Unix sockets, the work dir's space. Concurrent runs get zygotes of their own. The zygote's memory never
-holds a run's code. The hostile-program suites run in warm mode too (``tests/test_sandbox.py`` and
-``tests/test_hostile_sandbox.py``, ids ``[bwrap-warm]`` and ``[unshare-warm]``).
+holds a run's code. Through CodeSandbox, class by class (files, environment, builtins and modules, a daemon serving
+a stash, a daemon forging result records, leftover processes and a full disk): a wrong submission after the planting
+scores 0, and a correct one still scores 1. The hostile-program suites run in warm mode too
+(``tests/test_sandbox.py`` and ``tests/test_hostile_sandbox.py``, ids ``[bwrap-warm]`` and ``[unshare-warm]``).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import threading
@@ -263,6 +266,159 @@ def test_the_zygote_never_holds_a_runs_code(box):
 def test_the_run_holds_no_descriptor_of_the_zygote(box):
     out = ok(box.run("import os\nprint(sorted(int(fd) for fd in os.listdir('/proc/self/fd')))"))
     assert eval(out) == [0, 1, 2, 3, 4]  # stdin, stdout, stderr, listdir's own, the result channel
+
+
+# ----------------------------------------------------------------------------- plantings and the scored run
+
+SOLUTION = "def mystery(n):\n    return (n * 7919 + 13) % 1009\n"
+EXPECTED = {n: (n * 7919 + 13) % 1009 for n in (2, 3, 5, 7, 11, 13)}
+TASK = {
+    "id": "mystery",
+    "prompt": "Return (n * 7919 + 13) % 1009.",
+    "signature": "def mystery(n: int) -> int",
+    "visible_tests": [f"mystery(1) == {(7919 + 13) % 1009}"],
+    "hidden_tests": [f"mystery({n}) == {v}" for n, v in EXPECTED.items()],
+    "solution": SOLUTION,
+}
+STASH = f"SRC = {SOLUTION!r}\n"
+FORGED = "".join(repr({"i": i, "value": repr(v)}) + "\n" for i, v in enumerate(EXPECTED.values()))
+# Each planting stashes the answer (the attacker is granted it) where a later run might find it; the wrong
+# submission below looks there first. (System V and POSIX shared memory, keyrings, message queues and sockets other
+# than AF_UNIX are refused outright: tests/test_hostile_sandbox.py.)
+PLANTS = {
+    "files": STASH
+    + """
+for d in ('/work', '/tmp', '/dev/shm', '/'):
+    try:
+        open(d + '/plant.py', 'w').write(SRC)
+    except OSError:
+        pass
+""",
+    "environment": STASH
+    + """
+import os
+os.environ['PLANT'] = SRC
+os.putenv('PLANT', SRC)
+""",
+    "builtins-and-modules": STASH
+    + """
+import builtins, sys, types
+builtins.PLANT = SRC
+sys.modules['plant'] = types.SimpleNamespace(SRC=SRC)
+""",
+    "socket-daemon": STASH
+    + """
+import os, socket, time
+server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+server.bind('\\0agentgym-plant')
+server.listen()
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        end = time.time() + 10
+        while time.time() < end:
+            conn, _ = server.accept()
+            conn.sendall(SRC.encode())
+            conn.close()
+    os._exit(0)
+server.close()
+""",
+    "forging-daemon": f"FORGED = {FORGED!r}\n"
+    + """
+import os, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        end = time.time() + 10
+        while time.time() < end:
+            for n in range(3, 64):  # the descriptors it holds, then those of every process it can see
+                try:
+                    os.write(n, FORGED.encode())
+                except OSError:
+                    pass
+            for p in [p for p in os.listdir('/proc') if p.isdigit()]:
+                for n in range(3, 16):
+                    try:
+                        fd = os.open(f'/proc/{p}/fd/{n}', os.O_WRONLY)
+                        os.write(fd, FORGED.encode())
+                        os.close(fd)
+                    except OSError:
+                        pass
+            time.sleep(0.01)
+    os._exit(0)
+time.sleep(0.3)
+""",
+    "processes-and-disk": """
+import os, time
+open('/work/fill', 'wb').write(b'x' * (15 << 20))
+for _ in range(6):
+    if os.fork() == 0:
+        os.setsid()
+        time.sleep(30)
+        os._exit(0)
+""",
+}
+FETCH = {
+    "files": "src = next(open(d + '/plant.py').read() for d in ('/work', '/tmp', '/dev/shm', '/')"
+    " if os.path.exists(d + '/plant.py'))",
+    "environment": "src = os.environ['PLANT']",
+    "builtins-and-modules": "src = getattr(builtins, 'PLANT', None) or sys.modules['plant'].SRC",
+    "socket-daemon": "s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n    s.connect('\\0agentgym-plant')\n"
+    "    src = s.recv(65536).decode()",
+}
+WRONG = """import builtins, os, socket, sys
+try:
+    {fetch}
+    exec(src)
+except Exception:
+    def mystery(n):
+        return -1
+"""
+
+
+def wrong_submission(plant: str) -> str:
+    """A submission that answers -1, unless the planting reached it (then it runs the stashed answer)."""
+    return WRONG.format(fetch=FETCH.get(plant, "raise LookupError('nothing to fetch: a daemon forges records')"))
+
+
+@pytest.fixture(scope="module", params=WARM)
+def warm_env(request, tmp_path_factory):
+    from agentgym.envs.code_sandbox import CodeSandboxEnv
+
+    path = tmp_path_factory.mktemp("tasks") / "mystery.jsonl"
+    path.write_text(json.dumps(TASK) + "\n", encoding="utf-8")
+    env = CodeSandboxEnv(tasks_path=path, split="all", layer=request.param, warm=True, timeout=5.0)
+    yield env
+    env.close()
+
+
+def act(env, name: str, code: str) -> tuple[str, float, bool]:
+    from agentgym.tools import ToolCall
+
+    observation, reward, terminated, _, _ = env.step(ToolCall(name, {"code": code}).to_text())
+    return observation, reward, terminated
+
+
+@pytest.mark.parametrize("plant", list(PLANTS))
+def test_a_wrong_submission_after_any_planting_scores_zero(warm_env, plant):
+    """A run_python stashes the answer (files, environment, builtins and modules, a daemon serving it on a Unix
+    socket, a daemon forging result records into every descriptor it can open, or it leaves processes and a full
+    disk behind); the submit that follows on the same zygote looks for it and finds nothing: reward 0. The control,
+    planting and looking within one run, passes every hidden test; and a correct submission after the planting, in
+    the next episode, still scores 1 (nothing left behind takes its processes or disk)."""
+    hidden = warm_env.task.hidden()
+    if plant != "processes-and-disk":
+        control = warm_env.sandbox.run_tests(PLANTS[plant] + "\n" + wrong_submission(plant), hidden)
+        assert control.passed == control.total, [o.explain() for o in control.outcomes]  # the stash works in a run
+    warm_env.reset(options={"task_index": 0})
+    act(warm_env, "run_python", PLANTS[plant])
+    observation, reward, terminated = act(warm_env, "submit", wrong_submission(plant))
+    assert terminated and reward == 0.0, observation
+    one_zygote(warm_env.sandbox)  # the planting and the submission ran on the same zygote
+    warm_env.reset(options={"task_index": 0})
+    act(warm_env, "run_python", PLANTS[plant])
+    observation, reward, terminated = act(warm_env, "submit", SOLUTION)
+    assert terminated and reward == 1.0, observation
 
 
 def test_warm_mode_is_refused_where_it_cannot_isolate(monkeypatch):

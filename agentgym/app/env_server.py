@@ -2,7 +2,7 @@
 
 ::
 
-    agentgym serve env --env agentgym/CodeSandbox-v0 --port 8765 --max-sessions 64 --token-env AGENTGYM_TOKEN
+    agentgym serve env --env agentgym/CodeSandbox-v0 --env-kwargs '{"split": "test"}' --token-env AGENTGYM_TOKEN
 
 The server's env id and kwargs are fixed when it starts; a client opens *sessions* (one env instance each, made
 with ``gym.make(env_id, **env_kwargs)``, ``TimeLimit`` included) and chooses only seeds and ``reset`` options.
@@ -16,8 +16,9 @@ Endpoints (JSON bodies, UTF-8; values in ``observation``, ``info``, ``options`` 
                                              (both optional) → ``{"protocol", "session", "view", "views",
                                              "env_id", "env_kwargs", "observation_space", "action_space",
                                              "tools", "max_episode_steps", "num_tasks", "data_checksum",
-                                             "reward_bounds", "idle_timeout_s", "step_timeout_s"}``; 429
-                                             when ``max_sessions`` are open
+                                             "reward_bounds", "idle_timeout_s", "step_timeout_s",
+                                             "operator"}``; 429 when ``max_sessions`` are open; 403 for the
+                                             discrete view of a server without ``operator``
 ``POST /v1/sessions/{id}/reset``             ``{"seed": int|null, "options": {...}|null, "seq": int|null}`` →
                                              ``{"protocol", "seq", "observation", "info", "parts"|"menu"}``
 ``POST /v1/sessions/{id}/step``              ``{"action": "...", "seq": int|null}`` → ``{"protocol", "seq",
@@ -25,19 +26,21 @@ Endpoints (JSON bodies, UTF-8; values in ``observation``, ``info``, ``options`` 
                                              "parts"|"menu"}``
 ``POST /v1/sessions/{id}/oracle``            ``{"seq": int|null}`` → ``{"protocol", "seq", "action"}``: the
                                              env's ``oracle().predict`` on the session's latest observation
-                                             (text view; one oracle per session, as ``agentgym eval`` keeps one)
+                                             (text view; one oracle per session, as ``agentgym eval`` keeps one).
+                                             Operator only: 403 on a server without ``operator``
 ``DELETE /v1/sessions/{id}``                 → ``{"protocol", "closed": true}``
 ``GET /v1/sessions/{id}/tools``, ``GET /v1/env``  the tool schemas; what the server serves (no session needed)
 ``WS /v1/sessions/{id}/ws``                  text frames ``{"op": "reset"|"step"|"oracle"|"close", ...body}``,
                                              each answered by one frame with the HTTP reply's body
 ``GET /health``                              ``{"protocol", "status": "ok", "env_id"}`` (no token needed)
 ``GET /metrics``                             Prometheus text: sessions open, created, refused, reaped; resets,
-                                             steps, errors by kind; step seconds
+                                             steps, errors by kind; step seconds (counts over all sessions, no
+                                             content of any)
 ===========================================  ===================================================================
 
-Views. A session plays ``"text"`` (default: the env's text spaces) or ``"discrete"`` (the env wrapped in
-:class:`~agentgym.wrappers.DiscreteToolActions`: ``Discrete`` spaces, ``info["text"]``, for tabular and SB3
-learners and ``agentgym eval --agent random``). A text-view reply carries ``parts``, the env's
+Views. A session plays ``"text"`` (default: the env's text spaces) or, on an ``operator`` server, ``"discrete"``
+(the env wrapped in :class:`~agentgym.wrappers.DiscreteToolActions`: ``Discrete`` spaces, ``info["text"]``, for
+tabular and SB3 learners and ``agentgym eval --agent random``). A text-view reply carries ``parts``, the env's
 :class:`~agentgym.core.ObservationParts` of that observation (``{"task", "summary", "tools", "turns": [[action,
 result], ...], "result"}``: what the LLM rollout builds summary prompts from); a discrete-view reply carries
 ``menu``, the action strings actions ``0..n-1`` send next. These fields, ``view``/``views`` and ``oracle`` were
@@ -46,7 +49,8 @@ discrete view gets the text view's spaces and refuses them), so its version is u
 
 Every error is ``{"protocol", "error": {"status", "message"}}`` with a one-line message, over HTTP with that
 status and over the WebSocket as a frame (the socket stays open): 400 malformed JSON or a value the env refused
-(a bad ``options``), 401 a missing or wrong token, 404 an unknown session (the message says if it was closed
+(a bad ``options``), 401 a missing or wrong token, 403 an operator-only feature on a server without ``operator``,
+404 an unknown session (the message says if it was closed
 and why), 409 a call while the session's previous call runs, or a ``seq`` older than the last, 408 a body
 slower than ``request_timeout_s``, 413 a body over ``max_body_bytes``, 422 a message of the wrong shape, 429
 no free session, 504 a call past ``step_timeout_s`` (the session is then closed: its env is in an unknown state).
@@ -57,20 +61,31 @@ the record without running again, so a step retried after a dropped connection i
 Limits (:class:`ServerLimits`). ``max_sessions`` (64) sessions at once; a session with no call for
 ``idle_timeout_s`` (300 s) is closed. Each session's env lives on its own thread, which runs every call of that
 session in order (SQLite handles must stay on the thread that made them; one call at a time is what an env
-expects): 64 sessions are 64 mostly idle threads. A call is answered within ``step_timeout_s`` (60 s): a
-CodeSandbox step runs at most ``max_calls_per_step`` (4) programs of at most 5 s each, plus sandbox start-up
-(tens of ms), so 60 s is ~3× the worst honest step; a call still running then is abandoned and its session
-closed when it ends. Bodies and WebSocket frames are at most ``max_body_bytes`` (1 MiB: an action is at most
-64 Ki characters, up to 256 KiB of UTF-8); a body must arrive within ``request_timeout_s`` (20 s) and a request
-head within ``head_timeout_s`` (10 s) of the connection opening or the previous response, so a slowloris
-client holds a socket for seconds, never a thread; at most ``max_connections`` (1024) connections.
+expects): 64 sessions are 64 mostly idle threads, and a closed or reaped session's thread ends. A call is
+answered within ``step_timeout_s`` (60 s): one CodeSandbox action's programs share 1.5 × 5 s
+(:meth:`agentgym.core.ToolEnv.call_time_limit`), so 60 s is 8× the worst step; a call still running then is
+abandoned and its session closed when it ends. A client that goes away mid-call changes nothing: the call
+finishes and its reply is kept for a retry with the same ``seq``. Bodies and WebSocket frames are at most
+``max_body_bytes`` (1 MiB: an action is at most 64 Ki characters, up to 256 KiB of UTF-8); a body must arrive within
+``request_timeout_s`` (20 s) and a request head within ``head_timeout_s`` (10 s) of the connection opening or the
+previous response, so a slowloris client holds a socket for seconds, never a thread; at most ``max_connections``
+(1024) connections.
 
 Security. The server binds 127.0.0.1 unless ``--host`` says otherwise. With ``--token-env VAR`` every endpoint
-but ``/health`` needs ``Authorization: Bearer <$VAR>``, compared with :func:`hmac.compare_digest`. What a
-server exposes: the env's task text, tools and their results — for CodeSandbox, running a client's programs in
-the sandbox, whose guarantees are unchanged (the env runs in this process, exactly as locally); nothing of the
-host beyond what the env itself shows. Counts in ``/metrics``, not their content. No TLS: off one machine, put
-it behind a TLS-terminating proxy or an SSH tunnel.
+but ``/health`` needs ``Authorization: Bearer <$VAR>``, compared with :func:`hmac.compare_digest`.
+
+Benchmark integrity. A client holding the token reaches what an agent sees in a local ``agentgym eval`` of the
+same env and kwargs (split included), and nothing more: task text, tools, observations, rewards, ``info`` and
+the observation's parts; for CodeSandbox, its programs run in the same sandbox, whose guarantees are unchanged.
+It never gets an answer key, a reference solution, a gold query, a hidden test, an oracle action or another
+session's state (sessions are reached only by their unguessable ids; nothing lists them). Two features exist
+for the operator's own tooling and are off unless the server is started with ``--operator``
+(``EnvServer(operator=True)``), because each hands out answers: the ``oracle`` call (the env's scripted expert's
+next action: ``agentgym eval --env-url ... --agent oracle``) and the ``discrete`` view (its action menu lists
+each task's candidate answers — CodeSandbox's reference solution, SQLLookup's gold query — for ``--agent
+random``, tabular and SB3 learners). Without the flag both answer 403 and say so. Never start a server an
+agent under test can reach with ``--operator``. ``/metrics`` shows counts over all sessions, no content. No
+TLS: off one machine, put it behind a TLS-terminating proxy or an SSH tunnel.
 """
 
 from __future__ import annotations
@@ -108,7 +123,7 @@ from agentgym.envs.remote import (
 from agentgym.registration import resolve_env_id
 from agentgym.wrappers import DiscreteToolActions
 
-__all__ = ["EnvServer", "ServerLimits"]
+__all__ = ["BoundedUvicorn", "EnvServer", "ServerLimits"]
 
 
 @dataclass(frozen=True)
@@ -135,6 +150,13 @@ class Problem(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status, self.message = status, message
+
+
+_OPERATOR_ONLY = (
+    "{what} is off on this server ({why}); it is for the operator's own tooling, who turns it on with "
+    "`agentgym serve env --operator` (EnvServer(operator=True))"
+)
+_MENU_HOLDS_ANSWERS = "its action menu lists candidate answers: reference solutions, gold queries"
 
 
 def _error(status: int, message: str) -> dict[str, Any]:
@@ -193,8 +215,8 @@ class _Session:
 class Sessions:
     """The open sessions, their limits and the counts ``/metrics`` shows; used from the event loop only."""
 
-    def __init__(self, env_id: str, env_kwargs: dict[str, Any], limits: ServerLimits) -> None:
-        self.env_id, self.env_kwargs, self.limits = env_id, env_kwargs, limits
+    def __init__(self, env_id: str, env_kwargs: dict[str, Any], limits: ServerLimits, operator: bool = False) -> None:
+        self.env_id, self.env_kwargs, self.limits, self.operator = env_id, env_kwargs, limits, operator
         self.open: dict[str, _Session] = {}
         self.closed: OrderedDict[str, str] = OrderedDict()  # id -> why, for the last 1024 closed sessions
         self.counts: Counter[str] = Counter()
@@ -205,12 +227,21 @@ class Sessions:
         try:
             unwrapped = probe.unwrapped
             bounds = getattr(unwrapped, "reward_bounds", lambda: None)()
+            self.discrete_spaces: dict[str, Any] = {}  # empty: the env has no discrete view
+            if isinstance(unwrapped, ToolEnv):
+                try:
+                    view = DiscreteToolActions(probe)
+                    self.discrete_spaces = {"observation_space": describe_space(view.observation_space),
+                                            "action_space": describe_space(view.action_space)}  # fmt: skip
+                except (NotImplementedError, ValueError):  # no menu or state keys (a task of one's own)
+                    pass
             self.description = {
                 "env_id": env_id,
                 "env_kwargs": encode(env_kwargs),
                 "observation_space": describe_space(probe.observation_space),
                 "action_space": describe_space(probe.action_space),
-                "views": ["text", "discrete"] if isinstance(unwrapped, ToolEnv) else ["text"],
+                "views": ["text", "discrete"] if self.discrete_spaces and operator else ["text"],
+                "operator": operator,
                 "tools": [t.schema for t in getattr(unwrapped, "tools", {}).values()],
                 "max_episode_steps": probe.spec.max_episode_steps if probe.spec else None,
                 "num_tasks": getattr(unwrapped, "num_tasks", None),
@@ -219,11 +250,6 @@ class Sessions:
                 "idle_timeout_s": limits.idle_timeout_s,
                 "step_timeout_s": limits.step_timeout_s,
             }
-            self.discrete_spaces: dict[str, Any] = {}
-            if isinstance(unwrapped, ToolEnv):
-                view = DiscreteToolActions(probe)
-                self.discrete_spaces = {"observation_space": describe_space(view.observation_space),
-                                        "action_space": describe_space(view.action_space)}  # fmt: skip
         finally:
             probe.close()
 
@@ -232,6 +258,9 @@ class Sessions:
         return DiscreteToolActions(env) if view == "discrete" else env
 
     async def create(self, view: str = "text") -> dict[str, Any]:
+        if view == "discrete" and not self.operator and self.discrete_spaces:
+            self.counts["error_operator_only"] += 1
+            raise Problem(403, _OPERATOR_ONLY.format(what="the discrete view", why=_MENU_HOLDS_ANSWERS))
         if view not in self.description["views"]:
             raise Problem(422, f"view {str(view)[:40]!r}: this server's sessions play {self.description['views']}")
         in_use = len(self.open) + self.abandoned
@@ -284,6 +313,9 @@ class Sessions:
         if op == "reset":
             fn = _reset(session, request.seed, request.options)
         elif op == "oracle":
+            if not self.operator:
+                self.counts["error_operator_only"] += 1
+                raise Problem(403, _OPERATOR_ONLY.format(what="the oracle", why="it answers every task"))
             fn = _oracle(session)
         else:
             fn = _step(session, request.action)
@@ -414,7 +446,7 @@ def _json(status: int, body: dict[str, Any]) -> Response:
     return Response(dumps(body), status_code=status, media_type="application/json")
 
 
-class _Guard:
+class RequestGuard:
     """ASGI middleware: the bearer token (HTTP and WebSocket handshakes), then the body's size and deadline.
 
     The body is read here, whole, before the app sees it: past ``max_body_bytes`` it is refused with 413 (at
@@ -580,7 +612,7 @@ def build_app(sessions: Sessions, token: str | None = None) -> Any:
         except Problem as problem:
             return _error(problem.status, problem.message)
 
-    return _Guard(app, token, limits)
+    return RequestGuard(app, token, limits)
 
 
 # ---------------------------------------------------------------------------------------------- the server
@@ -632,50 +664,60 @@ def _bounded_h11(head_timeout_s: float) -> type[H11Protocol]:
     return BoundedH11
 
 
-def _ws_protocol() -> str:
-    """uvicorn's sans-I/O websockets protocol where it has one (uvicorn >= 0.35), else its older one."""
+def _ws_protocol() -> Any:
+    """uvicorn's sans-I/O websockets protocol (uvicorn >= 0.35), bounded as below; else its older one.
+
+    uvicorn answers each ping with a pong written at once, and keeps reading while it does: a client that floods
+    pings and never reads its pongs grew the server's write buffer without end (measured: 300 MB in 20 s). Here,
+    while the buffer is over its high-water mark (64 KiB), the socket is not read either, so such a client is held
+    back by TCP, as one that floods messages already is (a reply waits for the buffer to drain)."""
     import importlib.util
 
-    return (
-        "websockets-sansio"
-        if importlib.util.find_spec("uvicorn.protocols.websockets.websockets_sansio_impl")
-        else "websockets"
-    )
+    if not importlib.util.find_spec("uvicorn.protocols.websockets.websockets_sansio_impl"):
+        return "websockets"
+    from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+
+    class BoundedWebSocket(WebSocketsSansIOProtocol):
+        _held = False  # reading paused until the pongs written so far are read
+
+        def handle_ping(self) -> None:
+            super().handle_ping()
+            if not self.writable.is_set() and not self._held:
+                self._held = True
+                self.transport.pause_reading()
+
+        def resume_writing(self) -> None:
+            super().resume_writing()
+            if self._held:
+                self._held = False
+                if not self.read_paused:
+                    self.transport.resume_reading()
+
+    return BoundedWebSocket
 
 
 _WS_PROTOCOL = _ws_protocol()
 
 
-class EnvServer:
-    """``env_id`` (with ``env_kwargs``) served on ``host:port``: :meth:`serve_forever` blocks; ``with server:``
-    serves in a background thread (tests use port 0 and read :attr:`url`)."""
+class BoundedUvicorn:
+    """An ASGI app served by uvicorn on ``host:port`` within ``limits`` (request heads, connections, WebSocket frames
+    and flow control as the module docstring says): :meth:`serve_forever` blocks; ``with server:`` serves in a
+    background thread (tests use port 0 and read :attr:`url`). The env server and the MCP server both run on it."""
 
-    def __init__(
-        self,
-        env_id: str,
-        env_kwargs: dict[str, Any] | None = None,
-        *,
-        host: str = "127.0.0.1",
-        port: int = 8765,
-        token: str | None = None,
-        limits: ServerLimits | None = None,
-    ) -> None:
+    def __init__(self, app: Any, *, host: str, port: int, limits: ServerLimits) -> None:
         import uvicorn
 
-        self.limits = limits or ServerLimits()
-        self.env_id = resolve_env_id(env_id)
-        self.sessions = Sessions(self.env_id, dict(env_kwargs or {}), self.limits)
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self._socket = socket.create_server((host, port), family=family, backlog=512)
         self.server_address = self._socket.getsockname()
         config = uvicorn.Config(
-            build_app(self.sessions, token),
-            http=_bounded_h11(self.limits.head_timeout_s),
+            app,
+            http=_bounded_h11(limits.head_timeout_s),
             ws=_WS_PROTOCOL,
-            ws_max_size=self.limits.max_body_bytes,
+            ws_max_size=limits.max_body_bytes,
             ws_per_message_deflate=False,
-            limit_concurrency=self.limits.max_connections,
-            timeout_keep_alive=int(max(5, self.limits.head_timeout_s)),
+            limit_concurrency=limits.max_connections,
+            timeout_keep_alive=int(max(5, limits.head_timeout_s)),
             log_level="warning",
             access_log=False,
             lifespan="on",
@@ -703,10 +745,36 @@ class EnvServer:
         deadline = time.monotonic() + 20
         while not self._server.started:
             if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError(f"the env server for {self.env_id} did not start")
+                raise RuntimeError(f"{type(self).__name__} at {self.url} did not start")
             time.sleep(0.01)
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
+        self.close()
+
+    def close(self) -> None:
+        """Close the listening socket (after :meth:`serve_forever` returns)."""
         self._socket.close()
+
+
+class EnvServer(BoundedUvicorn):
+    """``env_id`` (with ``env_kwargs``) served on ``host:port``: :meth:`serve_forever` blocks; ``with server:``
+    serves in a background thread (tests use port 0 and read :attr:`url`). ``operator=True`` also serves the
+    oracle and the discrete view (see the module docstring: never to an agent under test)."""
+
+    def __init__(
+        self,
+        env_id: str,
+        env_kwargs: dict[str, Any] | None = None,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 8765,
+        token: str | None = None,
+        limits: ServerLimits | None = None,
+        operator: bool = False,
+    ) -> None:
+        self.limits = limits or ServerLimits()
+        self.env_id = resolve_env_id(env_id)
+        self.sessions = Sessions(self.env_id, dict(env_kwargs or {}), self.limits, operator)
+        super().__init__(build_app(self.sessions, token), host=host, port=port, limits=self.limits)

@@ -36,9 +36,13 @@ Security. The server runs the env in its own process: a CodeSandbox program runs
 local eval, whoever calls. Over HTTP it binds 127.0.0.1 unless told otherwise (``--host``), with the SDK's
 DNS-rebinding protection on for loopback hosts; ``--token-env VAR`` requires ``Authorization: Bearer
 <the value of VAR>`` on every request, compared in constant time (:func:`hmac.compare_digest`), else 401.
-An HTTP request body is at most :data:`MAX_BODY_BYTES` (413), sessions at most :data:`MAX_HTTP_SESSIONS`, an
-action at most the env's ``max_action_length`` (longer is the env's own invalid action), and an episode
-ends after :data:`MAX_STEPS` calls whatever the env's time limit. Over stdio the client is the process that
+An HTTP request body is at most :data:`MAX_BODY_BYTES` (413) and must arrive within 20 s (408), a request head
+within 10 s, sessions at most :data:`MAX_HTTP_SESSIONS` and a session idle for 300 s is closed
+(:class:`MCPHTTPServer`, ``--idle-timeout``); an action is at most the env's ``max_action_length`` (longer is the
+env's own invalid action), one call's time is the env's own step budget
+(:meth:`agentgym.core.ToolEnv.call_time_limit`), and an episode ends after :data:`MAX_STEPS` calls whatever the
+env's time limit. A client that goes away mid-call costs nothing more: the step it asked for is taken and
+recorded, as every step of the run is. Over stdio the client is the process that
 started the server, and trusted as such. The server holds one run: every client connected to it plays the
 same task sequence (connect one framework). It exposes no file, no other env, and no way to choose a task out
 of order or replay one.
@@ -49,7 +53,6 @@ from __future__ import annotations
 import hmac
 import json
 import signal
-import socket
 import sys
 import threading
 import time
@@ -66,6 +69,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
 import agentgym
+from agentgym.app.env_server import BoundedUvicorn, RequestGuard, ServerLimits
 from agentgym.app.evaluation import DEFAULT_EPISODES, episode_error, episode_tasks, eval_split_kwargs
 from agentgym.app.reports import EpisodeRecord, RunConfig, RunSummary, run_timing, summarize, to_json, write_json
 from agentgym.tools import ToolCall
@@ -76,6 +80,7 @@ __all__ = [
     "MAX_STEPS",
     "NOT_PLAYED",
     "EpisodeHost",
+    "MCPHTTPServer",
     "Reply",
     "bearer_guard",
     "build_server",
@@ -477,36 +482,63 @@ def bearer_guard(app: Asgi, token: str) -> Asgi:
     return guarded
 
 
+class MCPHTTPServer(BoundedUvicorn):
+    """``host`` served over streamable HTTP at :attr:`mcp_url` (``http://bind:port/mcp``), on the env server's
+    bounded uvicorn (request heads within ``head_timeout_s``, bodies within ``request_timeout_s`` and
+    ``max_body_bytes``, at most ``max_connections``, WebSocket-free). ``limits.max_sessions`` MCP sessions at once
+    (:data:`MAX_HTTP_SESSIONS` by default; the SDK refuses more) and one idle for ``limits.idle_timeout_s`` is closed
+    (300 s; the SDK's default is 30 min, for which a client that never closes its sessions would hold every slot).
+    ``with server:`` serves in a background thread; :meth:`serve_forever` blocks."""
+
+    def __init__(
+        self,
+        host: EpisodeHost,
+        *,
+        bind: str = "127.0.0.1",
+        port: int = 8000,
+        token: str | None = None,
+        limits: ServerLimits | None = None,
+    ) -> None:
+        self.limits = limits or ServerLimits(max_sessions=MAX_HTTP_SESSIONS)
+        app: Asgi = build_server(host).streamable_http_app(
+            host=bind,
+            max_request_body_size=min(MAX_BODY_BYTES, self.limits.max_body_bytes),
+            max_sessions=self.limits.max_sessions,
+            session_idle_timeout=self.limits.idle_timeout_s,
+        )
+        app = RequestGuard(app, None, self.limits)
+        if token is not None:
+            app = bearer_guard(app, token)
+        super().__init__(app, host=bind, port=port, limits=self.limits)
+
+    @property
+    def mcp_url(self) -> str:
+        return f"{self.url}/mcp"
+
+
 def serve_http(
     host: EpisodeHost,
     *,
     bind: str = "127.0.0.1",
     port: int = 8000,
     token: str | None = None,
+    limits: ServerLimits | None = None,
     announce: Callable[[str], None] = print,
 ) -> RunSummary:
-    """Serve ``host`` over streamable HTTP at ``http://bind:port/mcp`` until Ctrl-C or SIGTERM; then finish the
-    run. ``port=0`` takes a free port; ``announce`` is told the URL once the socket is bound."""
-    import uvicorn
-
-    server = build_server(host)
-    app: Asgi = server.streamable_http_app(
-        host=bind, max_request_body_size=MAX_BODY_BYTES, max_sessions=MAX_HTTP_SESSIONS
-    )
-    if token is not None:
-        app = bearer_guard(app, token)
-    sock = socket.create_server((bind, port))
-    url = f"http://{bind}:{sock.getsockname()[1]}/mcp"
+    """Serve ``host`` over streamable HTTP at ``http://bind:port/mcp`` (:class:`MCPHTTPServer`) until Ctrl-C or
+    SIGTERM; then finish the run. ``port=0`` takes a free port; ``announce`` is told the URL once the socket is
+    bound."""
+    server = MCPHTTPServer(host, bind=bind, port=port, token=token, limits=limits)
+    url = server.mcp_url
     if bind not in ("127.0.0.1", "localhost", "::1") and token is None:
         print(f"warning: {url} is reachable from other machines and has no --token-env", file=sys.stderr)
-    web = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
     announce(url)
     _stop_on_sigterm()  # uvicorn shuts down gracefully on SIGINT/SIGTERM, then re-raises it to the handler before it
     try:
-        web.run(sockets=[sock])
+        server.serve_forever()
     except KeyboardInterrupt:
         pass
     finally:
-        sock.close()
+        server.close()
         summary = host.finish()
     return summary
