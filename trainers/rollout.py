@@ -54,6 +54,7 @@ __all__ = [
     "episode_metrics",
     "evaluate_llm",
     "evaluate_split",
+    "oracle_transcript",
     "random_resets",
     "rollout",
     "signatures",
@@ -76,6 +77,11 @@ class RolloutConfig(BaseModel):
         "SQLLookup's 'Question: …' without the instructions after it).",
     )
     system_prompt: str | None = Field(None, description="A system message before the first observation.")
+    examples: list[dict[str, str]] = Field(
+        default_factory=list,
+        description="Few-shot turns: chat messages ({role, content}) between the system message and the first "
+        "observation, e.g. an oracle transcript of another task (benchmarks/leaderboard_smollm2.py).",
+    )
     max_turns: int | None = Field(None, ge=1, description="Stop an episode after this many actions (None: env limit).")
     max_new_tokens: int = Field(64, ge=1, description="Longest response per turn.")
     max_tokens: int = Field(2048, ge=8, description="Longest sequence (prompt + responses) a sample may reach.")
@@ -190,6 +196,22 @@ class OracleTeacher:
         return self.rng.choice(same) if len(same) > 1 else action
 
 
+def oracle_transcript(env: gym.Env, reset: dict[str, Any] | None = None) -> list[dict[str, str]]:
+    """One episode of ``env``'s scripted oracle (``env.reset(**reset)``) as chat messages — each observation a
+    ``user`` message, each action an ``assistant`` one — ending with its last action (the outcome left out, as in
+    :meth:`Episode.transcript`): a few-shot example for :attr:`RolloutConfig.examples`."""
+    teacher = OracleTeacher()
+    observation, _ = env.reset(**(reset or {}))
+    messages: list[dict[str, str]] = []
+    done = False
+    while not done:
+        action = teacher.act(env, observation)
+        messages += [{"role": "user", "content": observation}, {"role": "assistant", "content": action}]
+        observation, _, terminated, truncated, _ = env.step(action)
+        done = terminated or truncated
+    return messages
+
+
 def signatures(schemas: Sequence[dict[str, Any]]) -> str:
     """The compact tool list of OpenAI-style tool schemas: ``get_weather(city), answer(suitable, reason)``."""
     functions = [s.get("function", s) for s in schemas]
@@ -214,6 +236,7 @@ class _Run:
         self.tools_text = (self.parts.tools or "") if self.parts and not policy.supports_tools else ""
         self.past: list[Turn] = []
         self.messages = [{"role": "system", "content": config.system_prompt}] if config.system_prompt else []
+        self.messages += [dict(message) for message in config.examples]
         self.done = False
         if config.context == "append":
             self.messages.append({"role": "user", "content": self.observation})

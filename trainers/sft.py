@@ -24,8 +24,8 @@ from pydantic import Field
 from agentgym.data import read_jsonl
 from agentgym.registration import make_env
 from agentgym.trainers.checkpoint import load_trainer_state, save_checkpoint
-from agentgym.trainers.config import CheckpointConfig, EvalConfig, OptimizerConfig
-from agentgym.trainers.llm import LLMPolicy, token_logprobs
+from agentgym.trainers.config import CheckpointConfig, EvalConfig, ModelConfig, OptimizerConfig
+from agentgym.trainers.llm import DTYPES, LLMPolicy, prepare_policy, token_logprobs
 from agentgym.trainers.optim import adamw_with_warmup
 from agentgym.trainers.rollout import OracleTeacher, Sample, collate, evaluate_split, random_resets, rollout
 from agentgym.trainers.run_dir import RunDir
@@ -33,11 +33,13 @@ from agentgym.trainers.run_dir import RunDir
 __all__ = ["SFT", "SFTConfig", "chat_sample", "oracle_demonstrations"]
 
 
-class SFTConfig(CheckpointConfig, OptimizerConfig, EvalConfig):
+class SFTConfig(CheckpointConfig, OptimizerConfig, ModelConfig, EvalConfig):
     """SFT settings; the defaults suit real models (the tiny model wants ~1e-3, see the CLI preset).
 
-    The env (whose oracle makes the demonstrations), the split evaluated after training, the optimizer and the
-    checkpoint fields come from :mod:`agentgym.trainers.config`; ``rollout`` is the prompt layout, as in RL.
+    The env (whose oracle makes the demonstrations), the split evaluated after training, the optimizer, the model
+    (dtype, device, gradient checkpointing, LoRA: ``lora_r > 0`` trains adapters only, at a larger learning rate
+    such as 1e-4) and the checkpoint fields come from :mod:`agentgym.trainers.config`; ``rollout`` is the prompt
+    layout, as in RL.
     """
 
     data: str | None = Field(None, description="JSONL of chat transcripts to train on instead of oracle demos.")
@@ -104,11 +106,16 @@ class SFT:
 
     def __init__(self, policy: LLMPolicy | str | Path, config: SFTConfig | None = None, *, out_dir=None, **overrides):
         self.config = cfg = SFTConfig.model_validate({**(config or SFTConfig()).model_dump(), **overrides})
-        self.policy = policy if isinstance(policy, LLMPolicy) else LLMPolicy.from_pretrained(policy)
+        dtype = DTYPES[cfg.dtype] if cfg.dtype else None
+        self.policy = policy if isinstance(policy, LLMPolicy) else LLMPolicy.from_pretrained(policy, dtype=dtype)
+        torch.manual_seed(cfg.seed)  # new LoRA adapters are initialised from the run's seed
+        self.policy = prepare_policy(self.policy, **{k: getattr(cfg, k) for k in ModelConfig.model_fields})
         self.out_dir = Path(out_dir) if out_dir is not None else None
         self.run = RunDir(self.out_dir) if self.out_dir is not None else None
         self.optimizer, self.scheduler = adamw_with_warmup(
-            self.policy.model.parameters(), cfg.learning_rate, cfg.warmup_steps
+            [p for p in self.policy.model.parameters() if p.requires_grad],  # with LoRA: the adapters
+            cfg.learning_rate,
+            cfg.warmup_steps,
         )
         self.step = 0
 
@@ -175,7 +182,7 @@ class SFT:
             loss = -(logp * mask).sum() / mask.sum()
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+            torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], cfg.max_grad_norm)
             self.optimizer.step()
             self.scheduler.step()
             self.step += 1
