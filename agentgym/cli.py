@@ -22,7 +22,6 @@ __all__ = ["main"]
 BUDGET_FLAGS = ("episodes", "timesteps", "steps", "rounds", "tasks")
 """The training-length flags; each sets the config field (or, for the classic learners, the budget) of its name."""
 
-RENAMED_FLAGS = {("dpo", "steps"): "rounds", ("reward-model", "episodes"): "tasks"}
 """Old meanings kept for one version: ``train dpo --steps N`` set ``rounds``, ``train reward-model --episodes N``
 set ``tasks``; each prints a deprecation note."""
 
@@ -77,20 +76,15 @@ def _setting(text: str) -> tuple[str, Any]:
 
 def _budget_settings(spec: TrainerSpec, args: argparse.Namespace, fields: set[str]) -> dict[str, int]:
     """The budget flags given, as ``{field: value}``: a flag sets the field of its own name. A flag the trainer
-    has no field for is a one-line error; a renamed one still works, with a note."""
+    has no field for is a one-line error."""
     values = {}
     for flag in BUDGET_FLAGS:
         if (n := getattr(args, flag)) is None:
             continue
-        field = flag
-        if (spec.name, flag) in RENAMED_FLAGS:
-            field = RENAMED_FLAGS[spec.name, flag]
-            note = f"agentgym: train {spec.name} --{flag} is deprecated: it sets {field}; use --{field}"
-            print(note, file=sys.stderr)
-        if field not in fields:
+        if flag not in fields:
             usable = ", ".join(f"--{f}" for f in BUDGET_FLAGS if f in fields) or "--set"
             raise ValueError(f"--{flag} is not a setting of {spec.name} (its budget flags: {usable})")
-        values[field] = n
+        values[flag] = n
     return values
 
 
