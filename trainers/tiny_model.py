@@ -270,20 +270,61 @@ stage, each stage going on from the last (:func:`build_base`)."""
 
 
 def _chat_ids(
-    tokenizer: Any, messages: list[dict[str, str]], context_weight: float = 0.0
+    tokenizer: Any, messages: list[dict[str, str]], context_weight: float = 0.0, decision_weight: float = 1.0
 ) -> tuple[list[int], list[float]]:
-    """Token ids of a ChatML chat and loss weights: 1 on the assistant's content and its end-of-turn,
-    ``context_weight`` on the other messages' content, 0 on the role headers."""
+    """Token ids of a ChatML chat and loss weights: 1 on the assistant's content and its end-of-turn
+    (``decision_weight`` on its ``true``/``false`` tokens, the decisions), ``context_weight`` on the other messages'
+    content, 0 on the role headers."""
+    decisions = _decision_ids(tokenizer) if decision_weight != 1.0 else frozenset()
     ids: list[int] = []
     weights: list[float] = []
     for message in messages:
         head = tokenizer.encode(f"<|im_start|>{message['role']}\n", add_special_tokens=False)
         body = tokenizer.encode(message["content"] + "<|im_end|>", add_special_tokens=False)
         tail = tokenizer.encode("\n", add_special_tokens=False)
-        learn = 1.0 if message["role"] == "assistant" else context_weight
+        if message["role"] == "assistant":
+            learn = [decision_weight if token in decisions else 1.0 for token in body]
+        else:
+            learn = [context_weight] * len(body)
         ids += head + body + tail
-        weights += [0.0] * len(head) + [learn] * len(body) + [0.0] * len(tail)
+        weights += [0.0] * len(head) + learn + [0.0] * len(tail)
     return ids, weights
+
+
+def _decision_ids(tokenizer: Any) -> frozenset[int]:
+    """The ids of the one-token decisions ``true`` and ``false`` (JSON) and ``True``/``False`` (Python)."""
+    encoded = (tokenizer.encode(word, add_special_tokens=False) for word in ("true", "false", "True", "False"))
+    return frozenset(ids[0] for ids in encoded if len(ids) == 1)
+
+
+MICRO_BATCH = 8
+"""Chats per forward pass in pretraining: a step's batch is sorted by length and run in passes of this many, each
+padded to its own longest chat (the gradients add up to the whole batch's)."""
+
+
+def _chat_loss(model: Any, pad_id: int, chats: list[tuple[list[int], list[float]]], total: float) -> float:
+    """Backpropagate the weighted loss on ``chats`` (token ids and loss weights), divided by ``total`` (the whole
+    batch's weight); return its value."""
+    import torch
+
+    width = max(len(ids) for ids, _ in chats)
+    input_ids = torch.full((len(chats), width), pad_id)
+    attention = torch.zeros((len(chats), width), dtype=torch.long)
+    weight = torch.zeros((len(chats), width))
+    for i, (ids, weights) in enumerate(chats):
+        input_ids[i, : len(ids)] = torch.tensor(ids)
+        attention[i, : len(ids)] = 1
+        weight[i, : len(ids) - 1] = torch.tensor(weights[1:])  # position t predicts token t + 1
+    device = model.device
+    input_ids, attention, weight = input_ids.to(device), attention.to(device), weight.to(device)
+    learn = weight > 0
+    hidden = model.model(input_ids=input_ids, attention_mask=attention).last_hidden_state
+    logits = model.lm_head(hidden[learn])  # the output layer only where a loss is taken
+    targets = input_ids[:, 1:][learn[:, :-1]]
+    losses = torch.nn.functional.cross_entropy(logits.float(), targets, reduction="none")
+    loss = (losses * weight[learn]).sum() / total
+    loss.backward()
+    return loss.item()
 
 
 def pretrain_base(
@@ -301,6 +342,7 @@ def pretrain_base(
     intermediate_size: int = 384,
     vocab_size: int = 2048,
     context_weight: float = 0.0,
+    decision_weight: float = 1.0,
     threads: int | None = None,
     progress_bar: bool = True,
     mix: Any = None,
@@ -353,31 +395,18 @@ def pretrain_base(
     bar = tqdm(range(steps), desc="pretrain", disable=not progress_bar)
     for _ in bar:
         batch = sorted(
-            (_chat_ids(tokenizer, next(docs), context_weight) for _ in range(batch_size)), key=lambda b: len(b[0])
+            (_chat_ids(tokenizer, next(docs), context_weight, decision_weight) for _ in range(batch_size)),
+            key=lambda b: len(b[0]),
         )
-        width = len(batch[-1][0])
-        input_ids = torch.full((batch_size, width), tokenizer.pad_token_id)
-        attention = torch.zeros((batch_size, width), dtype=torch.long)
-        weight = torch.zeros((batch_size, width))
-        for i, (ids, weights) in enumerate(batch):
-            input_ids[i, : len(ids)] = torch.tensor(ids)
-            attention[i, : len(ids)] = 1
-            weight[i, : len(ids) - 1] = torch.tensor(weights[1:])  # position t predicts token t + 1
-        learn = weight > 0
-        hidden = model.model(input_ids=input_ids, attention_mask=attention).last_hidden_state
-        logits = model.lm_head(hidden[learn])  # the output layer only where a loss is taken
-        targets = input_ids[:, 1:][learn[:, :-1]]
-        if context_weight:
-            losses = torch.nn.functional.cross_entropy(logits.float(), targets, reduction="none")
-            loss = (losses * weight[learn]).sum() / weight[learn].sum()
-        else:  # the loss the shipped base was trained with
-            loss = torch.nn.functional.cross_entropy(logits.float(), targets)
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        total = sum(sum(weights[1:]) for _, weights in batch)
+        loss = 0.0
+        for k in range(0, batch_size, MICRO_BATCH):  # chats of like length together: little padding
+            loss += _chat_loss(model, tokenizer.pad_token_id, batch[k : k + MICRO_BATCH], total)
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         scheduler.step()
-        bar.set_postfix(loss=f"{loss.item():.3f}")
+        bar.set_postfix(loss=f"{loss:.3f}")
     seconds = time.perf_counter() - start
     _save(model, tokenizer, path)
     files = sorted(p for p in path.iterdir() if p.is_file() and p.name != BASE_SHA256)
