@@ -3,9 +3,10 @@ the shipped base on numeracy drills (:func:`agentgym.trainers.tiny_corpus.numera
 probes of :mod:`agentgym.trainers.numeracy`: stated-rule agreement per drill level, and the hidden-rule probe
 (steps to 95 % held-out accuracy, 3 seeds).
 
-Variants run in parallel processes (one per variant; on a GPU machine they share the GPU). The numbers guide the
-recipe of the shipped base's numeracy stage (``agentgym.trainers.tiny_model.BASE_STAGES``), which is then built and
-measured on the CPU; results in ``benchmarks/README.md``.
+Variants run in parallel processes (one per variant; on a GPU machine they share the GPU). On one H200 (all twelve,
+4,000 steps of 32 drills or 1,250 of 128) none moved the stated-rule agreement off chance on any level, and the
+hidden-rule probe after them was no better than from the shipped base: ``benchmarks/README.md``, "The base brings
+numbers", has the figures and what worked instead (``numeracy_curriculum.py``).
 
     python benchmarks/numeracy_sweep.py --out runs/numeracy_sweep --variants mixed curriculum --steps 3000
 """

@@ -697,6 +697,14 @@ def numeracy_task(
     :data:`RESERVED_THRESHOLDS`."""
     n = len(names) if names else 1 if level < 2 else rng.choices([1, 2, 3], weights=[3, 4, 2])[0]
     names = names or [_made_up_quantity(rng) for _ in range(n)]
+    while True:  # a rule that cannot decide as asked (``< 0`` of values from 0 up) is drawn again
+        task = _numeracy_rule(rng, names, level, ops).resample(rng, truth, near=(0.0, 0.3, 0.6)[level])
+        if truth is None or task.truth == truth:
+            return task
+
+
+def _numeracy_rule(rng: random.Random, names: list[str], level: int, ops: list[str] | None) -> NumeracyTask:
+    n = len(names)
     units = tuple("" if rng.random() < 0.3 else rng.choice(_UNITS) for _ in range(n))
     ranges = tuple((0.0, float(10 ** rng.randint(1, 3)), 0) if level == 0 else _scale(rng) for _ in range(n))
     clauses = []
@@ -707,8 +715,7 @@ def numeracy_task(
             b = round(b + 10**-d, d)
         clauses.append(Clause(i, op, a, b) if op == "in" else Clause(i, op, a))
     any_of = n > 1 and rng.random() < 0.3
-    task = NumeracyTask(tuple(names), units, ranges, tuple(clauses), any_of)
-    return task.resample(rng, truth, near=(0.0, 0.3, 0.6)[level])
+    return NumeracyTask(tuple(names), units, ranges, tuple(clauses), any_of)
 
 
 def _made_up_quantity(rng: random.Random) -> str:
