@@ -10,7 +10,6 @@
 
 __version__ = "0.1.0"
 
-from agentgym import _moved
 from agentgym.core import ToolEnv
 from agentgym.parser import ParseResult, parse_tool_calls
 from agentgym.registration import register_envs
@@ -19,7 +18,6 @@ from agentgym.tools import Tool, ToolCall, ToolError, ToolResult, tool
 from agentgym.wrappers import DiscreteToolActions
 
 register_envs()
-_moved.install()
 
 __all__ = [
     "AnyText",

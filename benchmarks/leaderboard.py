@@ -16,7 +16,9 @@ mean reward with its interval, tool-call validity, format compliance, turns and 
 - any other language model given with ``--llm ENV_ID=PATH`` (``hf:PATH``, greedy, same settings).
 
 Writes ``benchmarks/leaderboard.md``, ``benchmarks/results/leaderboard.json`` (every summary and how it
-was made) and ``benchmarks/results/leaderboard.png``; checkpoints and episode logs go to ``--out``::
+was made) and ``benchmarks/results/leaderboard.png``; checkpoints and episode logs go to ``--out``. The page's
+SmolLM2 section (a real pretrained model, zero- and few-shot) is written by ``benchmarks/leaderboard_smollm2.py``
+and kept as it is when this script rewrites the page::
 
     python benchmarks/leaderboard.py                # ~18 min on 2 cores, ~14 of them training the language models
     python benchmarks/leaderboard.py --no-train-llm # the classic rows only, ~2.5 min
@@ -73,6 +75,7 @@ class TrainedLLM:
     quick_steps: int
     warmup: str = "sft"
     source: str = ""
+    train_env: str | None = None  # the env id whose recipe trains it (None: the entry's)
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,20 @@ class EnvEntry:
     trained: tuple[Trained, ...]
     llms: tuple[TrainedLLM, ...] = ()
 
+
+# ---- SQLLookup's language model (issue 34; benchmarks/sql_lm.py has the 3-seed runs and the curve) -------------
+# SFT on the shipped training set's oracle answers, then GRPO on its reward, with the SQLLookup-v1 recipes (their env
+# kwargs, task_set="training", apply to the v1 id): SFT 6,144 oracle answers (~5 min on 1 thread), 7 GRPO steps (~2 min).
+SQL_LM = TrainedLLM(
+    "LLM GRPO",
+    "grpo-sqllookup",
+    7,
+    1,
+    warmup="sft-sqllookup",
+    source="benchmarks/sql_lm.py (seed 0 of its 3)",
+    train_env="agentgym/SQLLookup-v1",
+)
+# ---- end of SQLLookup's language model ----------------------------------------------------------------------------
 
 ENVS: tuple[EnvEntry, ...] = (
     EnvEntry(
@@ -195,6 +212,7 @@ ENVS: tuple[EnvEntry, ...] = (
                 {"tool_cost": 0.02},
             ),
         ),
+        llms=(SQL_LM,),
     ),
     EnvEntry(
         "agentgym/CodeSandbox-v0",
@@ -344,7 +362,9 @@ def train_llm(entry: EnvEntry, spec: TrainedLLM, out: Path, quick: bool) -> tupl
     warm = root / f"llm-{spec.warmup}"
     if not (warm / "final" / "config.json").is_file():
         start = time.perf_counter()
-        config = SFTConfig(**{**tiny_overrides(spec.warmup, entry.env_id), "eval_split": None}, seed=0)
+        config = SFTConfig(
+            **{**tiny_overrides(spec.warmup, spec.train_env or entry.env_id), "eval_split": None}, seed=0
+        )
         SFT(LLMPolicy.from_pretrained("tiny"), config, out_dir=warm).learn(progress_bar=False)
         (warm / "seconds.txt").write_text(f"{time.perf_counter() - start:.1f}\n")
     warm_s = float((warm / "seconds.txt").read_text())
@@ -353,7 +373,8 @@ def train_llm(entry: EnvEntry, spec: TrainedLLM, out: Path, quick: bool) -> tupl
     if run_dir.exists():
         shutil.rmtree(run_dir)
     trainer_cls, config_cls = (GRPO, GRPOConfig) if spec.stage.startswith("grpo") else (LLMPPO, LLMPPOConfig)
-    settings = {**tiny_overrides(spec.stage, entry.env_id), "steps": steps, "checkpoint_every": 0, "eval_split": None}
+    recipe = tiny_overrides(spec.stage, spec.train_env or entry.env_id)
+    settings = {**recipe, "steps": steps, "checkpoint_every": 0, "eval_split": None}
     start = time.perf_counter()
     trainer_cls(warm / "final", config_cls(**settings, seed=0), out_dir=run_dir).learn(progress_bar=False)
     info = {
@@ -451,6 +472,28 @@ def overlaps_random(row: Row, rows: list[Row]) -> bool:
     rand = next(r for r in rows if r.label == "random").summary.success_ci95
     lo, hi = row.summary.success_ci95
     return lo <= rand[1] and rand[0] <= hi
+
+
+REAL_MODEL_BEGIN = "<!-- benchmarks/leaderboard_smollm2.py: begin -->"
+REAL_MODEL_END = "<!-- benchmarks/leaderboard_smollm2.py: end -->"
+"""The markers around the SmolLM2 section (``benchmarks/leaderboard_smollm2.py`` writes it; this script keeps it)."""
+
+
+def real_model_block(page: str) -> str | None:
+    """The SmolLM2 section of a leaderboard page, markers included, or None."""
+    start, end = page.find(REAL_MODEL_BEGIN), page.find(REAL_MODEL_END)
+    return page[start : end + len(REAL_MODEL_END)] if 0 <= start < end else None
+
+
+def with_real_model_block(page: str, block: str | None) -> str:
+    """``page`` with ``block`` in place of its SmolLM2 section, or before the first env's section."""
+    if block is None:
+        return page
+    if (old := real_model_block(page)) is not None:
+        return page.replace(old, block)
+    anchor = page.find("\n## agentgym/")
+    anchor = len(page) if anchor < 0 else anchor + 1
+    return page[:anchor] + block + "\n\n" + page[anchor:]
 
 
 def markdown(results: dict[str, list[Row]], meta: dict[str, Any]) -> str:
@@ -669,6 +712,19 @@ def to_json(results: dict[str, list[Row]], meta: dict[str, Any]) -> dict[str, An
     }
 
 
+def provenance(script: str, threads: int) -> dict[str, Any]:
+    """How and where a benchmark ran: its command line, the date, the package, Python, platform, CPUs, threads."""
+    return {
+        "command": shlex.join(["python", script, *sys.argv[1:]]),
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "package_version": agentgym.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(terse=True),
+        "cpus": len(os.sched_getaffinity(0)),
+        "torch_threads": threads,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smoke run: 10 %% budgets, fewer CliffWalk episodes")
@@ -701,13 +757,7 @@ def main() -> None:
 
     results, wall = run(args, llms, out)
     meta = {
-        "command": shlex.join(["python", "benchmarks/leaderboard.py", *sys.argv[1:]]),
-        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "package_version": agentgym.__version__,
-        "python": platform.python_version(),
-        "platform": platform.platform(terse=True),
-        "cpus": len(os.sched_getaffinity(0)),
-        "torch_threads": args.threads,
+        **provenance("benchmarks/leaderboard.py", args.threads),
         "llm_batch_size": args.llm_batch_size,
         "wall_s": round(wall, 1),
         "quick": args.quick,
@@ -715,7 +765,8 @@ def main() -> None:
     }
     md.parent.mkdir(parents=True, exist_ok=True)
     js.parent.mkdir(parents=True, exist_ok=True)
-    md.write_text(markdown(results, meta), encoding="utf-8")
+    kept = real_model_block(md.read_text(encoding="utf-8")) if md.is_file() else None
+    md.write_text(with_real_model_block(markdown(results, meta), kept), encoding="utf-8")
     js.write_text(json.dumps(to_json(results, meta), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     plot(results, png)
     print(f"\n{wall / 60:.1f} min; wrote {display_path(md)}, {display_path(js)}, {display_path(png)}")

@@ -43,6 +43,12 @@ and returns a non-empty answer (not a lone 0 or NULL) of at most 25 rows. v0 hol
 
 Both files ship with SHA-256 checksums (:data:`DATABASE_V0_SHA256`, :data:`TASKS_V0_SHA256`) that
 :func:`load_tasks` and the env verify. Rebuild them with ``python -m agentgym.envs.sql_data``.
+
+For training only: :func:`build_training_tasks` draws fresh questions of the families on the v0 database, and
+:func:`build_training_set` (``python -m agentgym.envs.sql_data --training-set``) builds the shipped training set
+(``company_training.sqlite``, ``sql_tasks_training.jsonl``; the env's ``task_set="training"``): a database of the
+same schema from :data:`TRAINING_VOCABULARY` (v0's values and more) and the families' questions on it. Neither ever
+holds a question or gold query of a frozen test split (:func:`assert_no_test_leak`).
 """
 
 from __future__ import annotations
@@ -56,6 +62,7 @@ import re
 import sqlite3
 import tempfile
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -73,9 +80,16 @@ __all__ = [
     "TASKS_V0_SHA256",
     "TASKS_V1",
     "TASKS_V1_SHA256",
+    "TRAINING_DATABASE",
+    "TRAINING_TASKS",
+    "TRAINING_VOCABULARY",
+    "V0_VOCABULARY",
+    "Vocabulary",
+    "assert_no_test_leak",
     "build_database",
     "build_tasks",
     "build_tasks_v1",
+    "build_training_set",
     "build_training_tasks",
     "content_sha256",
     "has_top_level_order_by",
@@ -275,10 +289,136 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "", text.lower().replace("ü", "u").replace("ö", "o").replace("é", "e"))
 
 
-def _rows(seed: int) -> dict[str, list[tuple[Any, ...]]]:
+@dataclass(frozen=True)
+class Vocabulary:
+    """What a company database is made of: departments and their staff, names, places, company-name parts and
+    products, and how many customers and orders it has. The defaults are v0's (:data:`V0_VOCABULARY`);
+    :data:`TRAINING_VOCABULARY` adds values, for training databases whose questions take more slot values than v0's
+    (:func:`build_training_set`)."""
+
+    departments: tuple[tuple[str, str, int, str, int, tuple[tuple[str, int, int], ...]], ...] = _DEPARTMENTS
+    first_names: tuple[str, ...] = tuple(_FIRST_NAMES)
+    last_names: tuple[str, ...] = tuple(_LAST_NAMES)
+    places: tuple[tuple[str, str], ...] = _PLACES
+    suffix: tuple[tuple[str, str], ...] = tuple(_SUFFIX.items())
+    prefixes: tuple[str, ...] = tuple(_PREFIXES)
+    nouns: tuple[str, ...] = tuple(_NOUNS)
+    special_customers: tuple[str, ...] = _SPECIAL_CUSTOMERS
+    products: tuple[tuple[str, str, tuple[int, int], tuple[str, ...]], ...] = _PRODUCTS
+    never_ordered: frozenset[str] = frozenset(_NEVER_ORDERED)
+    discontinued: frozenset[str] = frozenset(_DISCONTINUED)
+    customers: int = 320
+    orders: int = 1600
+
+
+V0_VOCABULARY = Vocabulary()
+
+# More of everything a question's slot is filled from, for training databases: every v0 value stays, new ones join.
+_MORE_DEPARTMENTS: tuple[tuple[str, str, int, str, int, tuple[tuple[str, int, int], ...]], ...] = (
+    ("Procurement", "Chicago", 1_100_000, "Head of Procurement", 150_000,
+     (("Buyer", 5, 68_000), ("Procurement Analyst", 3, 74_000))),
+    ("Facilities", "Toronto", 800_000, "Facilities Director", 125_000,
+     (("Facilities Coordinator", 4, 55_000), ("Maintenance Technician", 5, 50_000))),
+    ("Product Management", "Berlin", 2_600_000, "VP of Product", 205_000,
+     (("Product Manager", 6, 122_000), ("Product Analyst", 4, 88_000))),
+    ("Data Platform", "Amsterdam", 3_500_000, "Head of Data", 195_000,
+     (("Data Engineer", 8, 118_000), ("Analytics Engineer", 4, 104_000))),
+    ("Quality Assurance", "Lyon", 1_200_000, "QA Director", 140_000,
+     (("Test Analyst", 5, 70_000), ("Automation Engineer", 4, 96_000))),
+    ("IT Support", "Madrid", 900_000, "IT Manager", 118_000,
+     (("IT Technician", 6, 54_000), ("Systems Administrator", 3, 84_000))),
+    ("Logistics", "Rotterdam", 1_700_000, "Logistics Director", 138_000,
+     (("Warehouse Associate", 8, 46_000), ("Logistics Planner", 3, 66_000))),
+    ("Compliance", "London", 1_000_000, "Chief Compliance Officer", 185_000,
+     (("Compliance Analyst", 4, 82_000), ("Auditor", 3, 90_000))),
+    ("Design", "Paris", 1_400_000, "Design Director", 152_000,
+     (("Product Designer", 5, 98_000), ("UX Researcher", 3, 92_000))),
+    ("Business Development", "Sydney", 2_000_000, "Head of Partnerships", 170_000,
+     (("Partnership Manager", 4, 110_000), ("Business Analyst", 4, 84_000))),
+)  # fmt: skip
+_MORE_PLACES = (
+    ("Milan", "Italy"), ("Rome", "Italy"), ("Turin", "Italy"), ("Zurich", "Switzerland"), ("Geneva", "Switzerland"),
+    ("Stockholm", "Sweden"), ("Gothenburg", "Sweden"), ("Oslo", "Norway"), ("Copenhagen", "Denmark"),
+    ("Dublin", "Ireland"), ("Cork", "Ireland"), ("Vienna", "Austria"), ("Warsaw", "Poland"), ("Krakow", "Poland"),
+    ("Lisbon", "Portugal"), ("Porto", "Portugal"), ("Mexico City", "Mexico"), ("Guadalajara", "Mexico"),
+    ("Buenos Aires", "Argentina"), ("Santiago", "Chile"), ("Seoul", "South Korea"), ("Busan", "South Korea"),
+    ("Singapore", "Singapore"), ("Auckland", "New Zealand"), ("Wellington", "New Zealand"),
+    ("Cape Town", "South Africa"), ("Johannesburg", "South Africa"), ("Nairobi", "Kenya"), ("Lagos", "Nigeria"),
+    ("Cairo", "Egypt"), ("Istanbul", "Turkey"), ("Helsinki", "Finland"), ("Brussels", "Belgium"),
+    ("Prague", "Czech Republic"), ("Dallas", "United States"), ("Boston", "United States"),
+    ("Denver", "United States"), ("Montreal", "Canada"), ("Calgary", "Canada"), ("Marseille", "France"),
+    ("Valencia", "Spain"), ("Cologne", "Germany"), ("Frankfurt", "Germany"), ("Edinburgh", "United Kingdom"),
+    ("Kyoto", "Japan"), ("Brisbane", "Australia"), ("Utrecht", "Netherlands"), ("Delhi", "India"),
+    ("Chennai", "India"), ("Rio de Janeiro", "Brazil"),
+)  # fmt: skip
+_MORE_SUFFIXES = (
+    ("Italy", "S.r.l."), ("Switzerland", "AG"), ("Sweden", "AB"), ("Norway", "AS"), ("Denmark", "ApS"),
+    ("Ireland", "Ltd"), ("Austria", "GmbH"), ("Poland", "Sp. z o.o."), ("Portugal", "Lda."), ("Mexico", "S.A."),
+    ("Argentina", "S.A."), ("Chile", "SpA"), ("South Korea", "Co. Ltd"), ("Singapore", "Pte. Ltd."),
+    ("New Zealand", "Ltd"), ("South Africa", "Pty Ltd"), ("Kenya", "Ltd"), ("Nigeria", "Ltd"), ("Egypt", "S.A.E."),
+    ("Turkey", "A.S."), ("Finland", "Oy"), ("Belgium", "NV"), ("Czech Republic", "s.r.o."),
+)  # fmt: skip
+_MORE_PRODUCTS: tuple[tuple[str, str, tuple[int, int], tuple[str, ...]], ...] = (
+    ("Kitchen", "KIT", (8, 300), (
+        "Espresso Machine", "Electric Kettle", "Water Filter Jug", "Coffee Grinder", "Microwave Oven", "Mini Fridge",
+        "Mug Set (6)", "Toaster", "Dish Rack")),
+    ("Lighting", "LGT", (10, 400), (
+        "Floor Lamp", "LED Panel", "Smart Bulb Pack", "Wall Sconce", "Clip-on Lamp", "Pendant Light", "Light Strip 5m",
+        "Motion Sensor Light")),
+    ("Cleaning", "CLN", (3, 250), (
+        "Microfiber Cloths (20)", "Glass Cleaner", "Cordless Vacuum", "Disinfectant Wipes", "Trash Bags (100)",
+        "Mop and Bucket", "Hand Soap Refill", "Air Purifier")),
+    ("Audio", "AUD", (20, 900), (
+        "Bluetooth Speaker", "Studio Microphone", "Conference Headphones", "Soundbar", "Audio Interface",
+        "Earbuds Pro", "Podcast Kit", "Speaker Stand")),
+    ("Storage", "STO", (15, 800), (
+        "Archive Box (10)", "Steel Locker", "Shelving Unit", "Drawer Cabinet", "Storage Bin Set", "Key Cabinet",
+        "Document Safe", "Mobile Pedestal")),
+    ("Security", "SEC", (25, 1200), (
+        "IP Camera", "Door Access Reader", "Smart Lock", "Alarm Panel", "Badge Printer", "Cable Lock",
+        "Privacy Screen Filter", "Visitor Kiosk")),
+    ("Printing", "PRT", (30, 1500), (
+        "Laser Printer", "Inkjet Printer", "3D Printer", "Large Format Plotter", "Printer Toner Color",
+        "Photo Paper (100)", "Laminator", "Binding Machine")),
+    ("Mobile", "MOB", (10, 1100), (
+        "Smartphone Case", "Phone Mount", "Wireless Charger", "Rugged Tablet", "Car Charger", "Screen Protector",
+        "Mobile Hotspot", "Stylus Pen")),
+)  # fmt: skip
+TRAINING_VOCABULARY = replace(
+    V0_VOCABULARY,
+    departments=_DEPARTMENTS + _MORE_DEPARTMENTS,
+    first_names=V0_VOCABULARY.first_names
+    + tuple(
+        "Abebe Akira Amelia Anton Astrid Bianca Bruno Chidi Dmitri Eva Freya Giulia Hamid Ingrid Isak Jonas Kamala "
+        "Keiko Lars Leon Lucia Magnus Marco Nina Pablo Rania Sanjay Selin Soren Thabo Tomoko Vera Xin Zara".split()
+    ),
+    last_names=V0_VOCABULARY.last_names
+    + tuple(
+        "Achebe Bergstrom Bianchi Castillo Dahl Eriksson Ferrari Gallagher Horvat Jovanovic Kaplan Lindqvist Mendes "
+        "Moreau Nowak O'Brien Ortiz Quinn Ramos Ricci Sorensen Takahashi Vargas Virtanen Yamamoto".split()
+    ),
+    places=_PLACES + _MORE_PLACES,
+    suffix=V0_VOCABULARY.suffix + _MORE_SUFFIXES,
+    prefixes=V0_VOCABULARY.prefixes
+    + tuple(
+        "Amber Arctic Aurora Beacon Bold Cobalt Delta Echo Ember Horizon Lunar Meridian Onyx Prairie Sapphire Solar "
+        "Sterling Swift Titan Vertex".split()
+    ),
+    nouns=V0_VOCABULARY.nouns + tuple("Networks Ventures Solutions Supply Consulting Works Retail Group".split()),
+    products=_PRODUCTS + _MORE_PRODUCTS,
+    never_ordered=V0_VOCABULARY.never_ordered | {"Dish Rack", "Speaker Stand", "Visitor Kiosk", "Stylus Pen"},
+    discontinued=V0_VOCABULARY.discontinued | {"Toaster", "Clip-on Lamp", "Podcast Kit", "Laminator", "Cable Lock"},
+    customers=900,
+    orders=4000,
+)
+"""v0's vocabulary and more: 10 more departments (with 20 more job titles), 23 more countries, 50 more cities, 8 more
+product categories (65 products), more names; 900 customers and 4,000 orders."""
+
+
+def _rows(seed: int, vocab: Vocabulary = V0_VOCABULARY) -> dict[str, list[tuple[Any, ...]]]:
     """Every row of every table, from one ``random.Random(seed)`` stream."""
     rng = random.Random(seed)
-    names = [(f, last) for f in _FIRST_NAMES for last in _LAST_NAMES]
+    names = [(f, last) for f in vocab.first_names for last in vocab.last_names]
     rng.shuffle(names)
     name_iter = iter(names)
 
@@ -302,7 +442,7 @@ def _rows(seed: int) -> dict[str, list[tuple[Any, ...]]]:
         return emp_id
 
     ceo = 0
-    for dept_id, (name, location, budget, head_title, head_salary, staff) in enumerate(_DEPARTMENTS, 1):
+    for dept_id, (name, location, budget, head_title, head_salary, staff) in enumerate(vocab.departments, 1):
         head = None
         if head_title:
             hired = _day(rng, dt.date(2012, 1, 1), dt.date(2016, 12, 31))
@@ -328,14 +468,17 @@ def _rows(seed: int) -> dict[str, list[tuple[Any, ...]]]:
     account_managers = [e for e in reps if e[4] != "Sales Representative"]
 
     customers = []
-    companies = [f"{p} {n}" for p in _PREFIXES for n in _NOUNS]
+    companies = [f"{p} {n}" for p in vocab.prefixes for n in vocab.nouns]
     rng.shuffle(companies)
-    n_customers = 320
-    specials = dict(zip(rng.sample(range(n_customers), len(_SPECIAL_CUSTOMERS)), _SPECIAL_CUSTOMERS, strict=True))
+    n_customers = vocab.customers
+    suffix = dict(vocab.suffix)
+    specials = dict(
+        zip(rng.sample(range(n_customers), len(vocab.special_customers)), vocab.special_customers, strict=True)
+    )
     for cid in range(1, n_customers + 1):
-        city, country = rng.choice(_PLACES)
-        company = specials.get(cid - 1) or f"{companies[cid]} {_SUFFIX[country]}"
-        first, last = rng.choice(_FIRST_NAMES), rng.choice(_LAST_NAMES)
+        city, country = rng.choice(vocab.places)
+        company = specials.get(cid - 1) or f"{companies[cid]} {suffix[country]}"
+        first, last = rng.choice(vocab.first_names), rng.choice(vocab.last_names)
         email = None if rng.random() < 0.12 else f"{_slug(first)}.{_slug(last)}@{_slug(company)}.example"
         segment = rng.choices(("Enterprise", "Mid-Market", "SMB"), (2, 3, 5))[0]
         limits = {"Enterprise": (50_000, 100_000, 250_000), "Mid-Market": (25_000, 50_000), "SMB": (5_000, 10_000)}
@@ -348,15 +491,17 @@ def _rows(seed: int) -> dict[str, list[tuple[Any, ...]]]:
 
     products, price_of = [], {}
     pid = 0
-    for category, prefix, (low, high), product_names in _PRODUCTS:
+    for category, prefix, (low, high), product_names in vocab.products:
         for k, name in enumerate(product_names):
             pid += 1
             price = round(rng.uniform(low, high) * rng.uniform(0.8, 1.0)) - 0.01
             price = max(price, 1.49)
             price_of[pid] = price
             stock = rng.randrange(0, 400)
-            products.append((pid, f"{prefix}-{1001 + k}", name, category, price, stock, int(name in _DISCONTINUED)))
-    orderable = [p for p in products if p[2] not in _NEVER_ORDERED]
+            products.append(
+                (pid, f"{prefix}-{1001 + k}", name, category, price, stock, int(name in vocab.discontinued))
+            )
+    orderable = [p for p in products if p[2] not in vocab.never_ordered]
     popularity = [1 / (1 + (i * 7) % len(orderable)) ** 0.6 for i in range(len(orderable))]
 
     buyers = [c for c in customers if rng.random() > 0.06]
@@ -364,7 +509,7 @@ def _rows(seed: int) -> dict[str, list[tuple[Any, ...]]]:
     orders, items = [], []
     first_day = dt.date(2022, 1, 1)
     span = (END_DATE - first_day).days
-    for oid in range(1, 1601):
+    for oid in range(1, vocab.orders + 1):
         day = first_day + dt.timedelta(days=int(span * rng.random() ** 0.85))
         customer = rng.choices(buyers, weights)[0]
         rep = None
@@ -409,14 +554,14 @@ def _rows(seed: int) -> dict[str, list[tuple[Any, ...]]]:
     }
 
 
-def build_database(path: str | Path, seed: int = 0) -> str:
+def build_database(path: str | Path, seed: int = 0, vocabulary: Vocabulary = V0_VOCABULARY) -> str:
     """Write the company database to ``path`` (replacing it) and return the file's SHA-256.
 
-    The build is deterministic: same seed and SQLite version, same bytes.
+    The build is deterministic: same seed, vocabulary and SQLite version, same bytes.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    rows = _rows(seed)
+    rows = _rows(seed, vocabulary)
     fd, tmp = tempfile.mkstemp(suffix=".sqlite", dir=path.parent)
     os.close(fd)
     os.unlink(tmp)
@@ -1501,6 +1646,70 @@ def build_training_tasks(
     return [t.model_copy(update={"id": f"generated-{t.id}", "split": "train"}) for t in tasks]
 
 
+TRAINING_DATABASE = DATA_DIR / "company_training.sqlite"
+TRAINING_TASKS = DATA_DIR / "sql_tasks_training.jsonl"
+TRAINING_SET_SEED = 3
+TRAINING_SET_INSTANCES = 150
+TRAINING_SET_MIN_PER_FAMILY = 40
+TRAINING_DATABASE_SHA256 = "80abe9684b448a2c864914c831df156f9347c014bf04bc0065d562182d479e49"
+TRAINING_TASKS_SHA256 = "269398c22e893b87e88bf01a1f4894a5573e34b292c45ae4e1d39904c798cd89"
+"""The shipped training set (``task_set="training"``; :func:`build_training_set`). Its database is built from
+:data:`TRAINING_VOCABULARY` with seed :data:`TRAINING_SET_SEED`; its questions are every family's instances there
+(at most :data:`TRAINING_SET_INSTANCES`), none a frozen test question or gold query."""
+
+
+def _sql_key(text: str) -> str:
+    """A question or query with runs of white space made one space (a leak is not hidden by spacing; case is kept:
+    ``LIKE 'd%'`` and ``LIKE 'D%'`` ask for different rows)."""
+    return " ".join(text.split())
+
+
+def assert_no_test_leak(tasks: list[SQLTask]) -> None:
+    """``ValueError`` naming the first task whose question or gold SQL is one of a frozen test split's (v0 or v1),
+    compared without regard to white space."""
+    test = {_sql_key(text) for text in test_questions()}
+    for task in tasks:
+        if _sql_key(task.question) in test or _sql_key(task.gold_sql) in test:
+            raise ValueError(f"training task {task.id!r} is a test question or gold query: {task.question!r}")
+
+
+def build_training_set(
+    out_dir: str | Path = DATA_DIR,
+    *,
+    seed: int = TRAINING_SET_SEED,
+    instances: int = TRAINING_SET_INSTANCES,
+    min_per_family: int = TRAINING_SET_MIN_PER_FAMILY,
+) -> dict[str, str]:
+    """Build SQLLookup's training set into ``out_dir``: a database from :data:`TRAINING_VOCABULARY` (v0's values and
+    more: departments, job titles, countries, cities, product categories, names) and up to ``instances`` questions
+    of every family on it, none a frozen test question or gold query (:func:`assert_no_test_leak` checks the whole
+    set). A family with fewer than ``min_per_family`` questions has them listed again (ids ``…-r2``, ``…-r3``) up to
+    that count, so a uniform draw over the file sees the small families (a date family has at most 12 values of
+    its own, some of them test questions) as often as ~40 questions each. Returns the files' SHA-256 (the
+    database's also as ``database_content``, which any SQLite version reproduces)."""
+    out_dir = Path(out_dir)
+    db_path, tasks_path = out_dir / TRAINING_DATABASE.name, out_dir / TRAINING_TASKS.name
+    db_sha = build_database(db_path, seed, TRAINING_VOCABULARY)
+    tasks = build_tasks(db_path, seed, instances, exclude=test_questions(), one_offs=False)
+    assert_no_test_leak(tasks)
+    families: dict[str, list[SQLTask]] = {}
+    for task in tasks:
+        families.setdefault(task.family or "", []).append(task)
+    listed: list[SQLTask] = []
+    for family in families.values():
+        copies = [
+            t if k < len(family) else t.model_copy(update={"id": f"{t.id}-r{k // len(family) + 1}"})
+            for k in range(max(len(family), min_per_family))
+            for t in [family[k % len(family)]]
+        ]
+        listed += [t.model_copy(update={"id": f"training-{t.id}", "split": "train"}) for t in copies]
+    return {
+        "database": db_sha,
+        "database_content": content_sha256(db_path),
+        "tasks": write_tasks(listed, tasks_path),
+    }
+
+
 def write_tasks(tasks: list[SQLTask], path: str | Path) -> str:
     """Write tasks as JSON Lines (one canonical form: keys sorted, UTF-8) and return the file's SHA-256."""
     return write_jsonl(tasks, path)
@@ -1511,10 +1720,24 @@ def load_tasks(path: str | Path = TASKS_V0, sha256: str | None = None) -> list[S
 
     Raises ``ValueError`` naming the file and line of a bad record, duplicate ids, or an empty file.
     """
+    shipped = {
+        TASKS_V0.resolve(): TASKS_V0_SHA256,
+        TASKS_V1.resolve(): TASKS_V1_SHA256,
+        TRAINING_TASKS.resolve(): TRAINING_TASKS_SHA256,
+    }
+    expected = shipped.get(Path(path).resolve())
     if sha256 is None:
-        shipped = {TASKS_V0.resolve(): TASKS_V0_SHA256, TASKS_V1.resolve(): TASKS_V1_SHA256}
-        sha256 = shipped.get(Path(path).resolve())
+        sha256 = expected
+    # a shipped file: read and checked once per process (trainers make many envs)
+    if expected is not None and sha256 == expected:
+        key = (Path(path).resolve(), sha256)
+        if key not in _SHIPPED_TASKS:
+            _SHIPPED_TASKS[key] = read_jsonl(path, SQLTask, sha256=sha256, what="task", unique="id")
+        return list(_SHIPPED_TASKS[key])
     return read_jsonl(path, SQLTask, sha256=sha256, what="task", unique="id")
+
+
+_SHIPPED_TASKS: dict[tuple[Path, str], list[SQLTask]] = {}
 
 
 def build(out_dir: str | Path = DATA_DIR, seed: int = 0) -> dict[str, str]:
@@ -1536,7 +1759,19 @@ if __name__ == "__main__":
     parser.add_argument(
         "--training", metavar="PATH", help="write fresh training questions (no test question or gold SQL) to PATH"
     )
+    parser.add_argument(
+        "--training-set",
+        action="store_true",
+        help="write the training set (company_training.sqlite, sql_tasks_training.jsonl) into --out",
+    )
     args = parser.parse_args()
+    if args.training_set:
+        sums = build_training_set(args.out)
+        expected = {"database": TRAINING_DATABASE_SHA256, "tasks": TRAINING_TASKS_SHA256}
+        for key, value in sums.items():
+            verdict = "" if key not in expected else "  (matches)" if value == expected[key] else "  (differs)"
+            print(f"{key:17s} {value}{verdict}")
+        raise SystemExit(0)
     if args.training:
         generated = build_training_tasks()
         checksum = write_tasks(generated, args.training)

@@ -20,6 +20,9 @@ from agentgym.envs.sql_data import (
     DATABASE_V0_SHA256,
     TASKS_V0,
     TASKS_V1,
+    TRAINING_DATABASE,
+    TRAINING_DATABASE_SHA256,
+    TRAINING_TASKS,
     SQLTask,
     load_tasks,
 )
@@ -308,6 +311,9 @@ class SQLLookupEnv(ToolEnv):
 
     ``task_set="v1"`` (what ``agentgym/SQLLookup-v1`` passes): 432 questions on the same database (223 train,
     209 test), up to 24 instances of each family (``agentgym.envs.sql_data.build_tasks_v1``); same rules and reward.
+    ``task_set="training"``: the shipped training set, for SFT and RL only (split ``"train"``; no frozen test
+    question or gold query is in it): 1,298 questions of the same families on a training database of the same
+    schema with more values (``agentgym.envs.sql_data.build_training_set``), small families listed again to ~40.
 
     ## Arguments
     ``split``, ``task_set``, ``db_path``, ``tasks_path``, ``database`` (above); ``max_rows`` (20) rows shown per
@@ -365,15 +371,17 @@ class SQLLookupEnv(ToolEnv):
         if database is not None and db_path is not None:
             raise ValueError("pass db_path= or database=, not both")
         if database is None:
-            path = Path(db_path) if db_path is not None else DATABASE_V0
-            if db_path is None and sha256_file(path) != DATABASE_V0_SHA256:
-                raise ValueError(f"{path} does not match SQLLookup-v0's database checksum: the data changed")
+            training = task_set == "training"
+            path = Path(db_path) if db_path is not None else TRAINING_DATABASE if training else DATABASE_V0
+            expected = TRAINING_DATABASE_SHA256 if training else DATABASE_V0_SHA256
+            if db_path is None and sha256_file(path) != expected:
+                raise ValueError(f"{path} does not match its shipped checksum: the data changed")
             database = ReadOnlySQLite(path, time_limit=time_limit)
             self.data_checksum = sha256_file(path)
         else:
             self.data_checksum = None
         self.database: SQLDatabase = database
-        task_files = {"v0": TASKS_V0, "v1": TASKS_V1}
+        task_files = {"v0": TASKS_V0, "v1": TASKS_V1, "training": TRAINING_TASKS}
         if task_set not in task_files:
             raise ValueError(f"task_set must be one of {', '.join(task_files)}, got {task_set!r}")
         all_tasks = load_tasks(tasks_path if tasks_path is not None else task_files[task_set])
@@ -642,8 +650,8 @@ class SQLLookupEnv(ToolEnv):
             + [ToolCall("answer_sql", {"query": c}).to_text() for c in self.candidates]
         )
 
-    def oracle(self) -> SQLOracle:
-        return SQLOracle(self.tasks, self.table_names)
+    def oracle(self, run_query: bool = True, describe: bool = True) -> SQLOracle:
+        return SQLOracle(self.tasks, self.table_names, run_query=run_query, describe=describe)
 
     def render_text(self) -> str:
         return f"{self.task.question}\n{self.summary()}\n"
@@ -705,14 +713,20 @@ class SQLOracle:
 
     It reads only the observation text (the question and the state summary), and knows the tasks'
     gold queries, so it plays any SQLLookup env through the same interface a model does and scores
-    100%. ``predict(obs) -> (action_text, None)``.
+    100%. ``predict(obs) -> (action_text, None)``. For shorter demonstrations: ``run_query=False`` skips the
+    ``run_sql`` turn (it looks up what the query needs with ``describe_table``, then answers); with ``describe=False``
+    too it answers at once.
     """
 
-    def __init__(self, tasks: Sequence[SQLTask], tables: Sequence[str]) -> None:
+    def __init__(
+        self, tasks: Sequence[SQLTask], tables: Sequence[str], *, run_query: bool = True, describe: bool = True
+    ) -> None:
         self.gold: dict[str, str] = {}
         for task in tasks:
             self.gold.setdefault(task.question, task.gold_sql)
         self.tables = list(tables)
+        self.run_query = run_query
+        self.describe = describe
 
     def tables_of(self, sql: str) -> list[str]:
         """The tables a query names, in order of first mention (:func:`tables_in`)."""
@@ -726,8 +740,8 @@ class SQLOracle:
             return ToolCall("list_tables", {}).to_text(), None
         seen, queries = int(progress[-1].group(1)), int(progress[-1].group(2))
         tables = self.tables_of(gold)
-        if seen < len(tables):
+        if seen < len(tables) and self.describe:
             return ToolCall("describe_table", {"name": tables[seen]}).to_text(), None
-        if queries == 0:
+        if queries == 0 and self.run_query:
             return ToolCall("run_sql", {"query": gold}).to_text(), None
         return ToolCall("answer_sql", {"query": gold}).to_text(), None

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE_DIRS = {"agentgym": ROOT / "agentgym", "agentgym.envs": ROOT / "envs", "agentgym.trainers": ROOT / "trainers"}
 
 LAYERS = {
-    "core": {"agentgym", "agentgym._moved", "agentgym.core", "agentgym.data", "agentgym.parser",
+    "core": {"agentgym", "agentgym.core", "agentgym.data", "agentgym.parser",
              "agentgym.registration", "agentgym.spaces", "agentgym.tools", "agentgym.wrappers"},
     "tasks": {"agentgym.envs"},
     "learners": {"agentgym.trainers"},
@@ -100,19 +100,13 @@ def test_the_checker_sees_imports_inside_functions(tmp_path):
     assert {layer(name) for _, name in found} == {"learners", "applications", "tasks"}
 
 
-def test_old_import_paths_still_work_and_warn():
+def test_the_old_import_paths_are_gone():
+    """The modules that left the core are found at their new paths only (0.x: no shims)."""
     import importlib
-    import warnings
 
-    from agentgym._moved import MOVED
-
-    for old, new in MOVED.items():
-        assert layer(new) != "core" and new in ALL, f"{old} → {new} is not a module above the core"
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        import agentgym.llm as old_llm  # noqa: F401  (the deprecated path)
-    assert old_llm is importlib.import_module("agentgym.trainers.llm")
-    assert any("agentgym.trainers.llm" in str(w.message) and w.category is DeprecationWarning for w in caught)
+    for old in ("agentgym.llm", "agentgym.sandbox", "agentgym.demo", "agentgym.integrations"):
+        with pytest.raises(ModuleNotFoundError):
+            importlib.import_module(old)
 
 
 def test_print_the_contract(capsys):

@@ -115,11 +115,11 @@ def test_a_budget_flag_sets_the_config_field_of_its_own_name(capsys):
     dpo_fields, rm_fields = (set(s.load()[1].model_fields) for s in (dpo, rm))
     assert _budget_settings(dpo, _args(rounds=3, tasks=64), dpo_fields) == {"rounds": 3, "tasks": 64}
     assert capsys.readouterr().err == ""
-    # the old spellings still work for one version, with a note
-    assert _budget_settings(dpo, _args(steps=2), dpo_fields) == {"rounds": 2}
-    assert "--steps is deprecated: it sets rounds; use --rounds" in capsys.readouterr().err
-    assert _budget_settings(rm, _args(episodes=128), rm_fields) == {"tasks": 128}
-    assert "use --tasks" in capsys.readouterr().err
+    # the old spellings are gone: each is the one-line error of a flag that sets nothing
+    with pytest.raises(ValueError, match=r"--steps is not a setting of dpo \(its budget flags: --rounds, --tasks\)"):
+        _budget_settings(dpo, _args(steps=2), dpo_fields)
+    with pytest.raises(ValueError, match="--episodes is not a setting of reward-model"):
+        _budget_settings(rm, _args(episodes=128), rm_fields)
 
 
 def test_a_flag_that_sets_nothing_is_a_one_line_error(tmp_path, capsys):

