@@ -19,6 +19,7 @@ import math
 import random
 import time
 from pathlib import Path
+from typing import Any
 
 VARIANTS: dict[str, dict] = {
     # levels drawn uniformly, decisions weighted 10x, 32 chats a step, learning rate 1e-3
@@ -37,6 +38,36 @@ VARIANTS: dict[str, dict] = {
 }
 
 
+MICRO_BATCH = 8
+"""Chats per forward pass on the CPU: a step's batch is sorted by length and run in passes of this many, each
+padded to its own longest chat (the gradients add up to the whole batch's)."""
+
+
+def _chat_loss(model: Any, pad_id: int, chats: list[tuple[list[int], list[float]]], total: float) -> float:
+    """Backpropagate the weighted loss on ``chats`` (token ids and loss weights), divided by ``total`` (the whole
+    batch's weight); return its value."""
+    import torch
+
+    width = max(len(ids) for ids, _ in chats)
+    input_ids = torch.full((len(chats), width), pad_id)
+    attention = torch.zeros((len(chats), width), dtype=torch.long)
+    weight = torch.zeros((len(chats), width))
+    for i, (ids, weights) in enumerate(chats):
+        input_ids[i, : len(ids)] = torch.tensor(ids)
+        attention[i, : len(ids)] = 1
+        weight[i, : len(ids) - 1] = torch.tensor(weights[1:])  # position t predicts token t + 1
+    device = model.device
+    input_ids, attention, weight = input_ids.to(device), attention.to(device), weight.to(device)
+    learn = weight > 0
+    hidden = model.model(input_ids=input_ids, attention_mask=attention).last_hidden_state
+    logits = model.lm_head(hidden[learn])  # the output layer only where a loss is taken
+    targets = input_ids[:, 1:][learn[:, :-1]]
+    losses = torch.nn.functional.cross_entropy(logits.float(), targets, reduction="none")
+    loss = (losses * weight[learn]).sum() / total
+    loss.backward()
+    return loss.item()
+
+
 def run(
     name: str, out: str, steps: int, probe_every: int, device: str, threads: int, seed: int, hidden_steps: int
 ) -> dict:
@@ -46,7 +77,7 @@ def run(
     from agentgym.trainers import tiny_corpus as tc
     from agentgym.trainers.llm import LLMPolicy
     from agentgym.trainers.numeracy import hidden_rule_probe, stated_rule_agreement
-    from agentgym.trainers.tiny_model import BASE_DIR, BASE_STAGES, MICRO_BATCH, _chat_ids, _chat_loss, _save
+    from agentgym.trainers.tiny_model import BASE_DIR, BASE_STAGES, _chat_ids, _save
 
     torch.set_num_threads(threads)
     v = {

@@ -297,36 +297,6 @@ def _decision_ids(tokenizer: Any) -> frozenset[int]:
     return frozenset(ids[0] for ids in encoded if len(ids) == 1)
 
 
-MICRO_BATCH = 8
-"""Chats per forward pass in pretraining: a step's batch is sorted by length and run in passes of this many, each
-padded to its own longest chat (the gradients add up to the whole batch's)."""
-
-
-def _chat_loss(model: Any, pad_id: int, chats: list[tuple[list[int], list[float]]], total: float) -> float:
-    """Backpropagate the weighted loss on ``chats`` (token ids and loss weights), divided by ``total`` (the whole
-    batch's weight); return its value."""
-    import torch
-
-    width = max(len(ids) for ids, _ in chats)
-    input_ids = torch.full((len(chats), width), pad_id)
-    attention = torch.zeros((len(chats), width), dtype=torch.long)
-    weight = torch.zeros((len(chats), width))
-    for i, (ids, weights) in enumerate(chats):
-        input_ids[i, : len(ids)] = torch.tensor(ids)
-        attention[i, : len(ids)] = 1
-        weight[i, : len(ids) - 1] = torch.tensor(weights[1:])  # position t predicts token t + 1
-    device = model.device
-    input_ids, attention, weight = input_ids.to(device), attention.to(device), weight.to(device)
-    learn = weight > 0
-    hidden = model.model(input_ids=input_ids, attention_mask=attention).last_hidden_state
-    logits = model.lm_head(hidden[learn])  # the output layer only where a loss is taken
-    targets = input_ids[:, 1:][learn[:, :-1]]
-    losses = torch.nn.functional.cross_entropy(logits.float(), targets, reduction="none")
-    loss = (losses * weight[learn]).sum() / total
-    loss.backward()
-    return loss.item()
-
-
 def pretrain_base(
     path: str | Path,
     *,
@@ -352,7 +322,8 @@ def pretrain_base(
 
     The tokenizer's merges come from the corpus (its first 5,000 chats); the model sees only the corpus,
     with the loss on the assistant's tokens. ``mix`` (a :class:`agentgym.trainers.tiny_corpus.CorpusMix`) changes
-    the corpus; the shipped base used the default.
+    the corpus; the shipped base used the default. ``context_weight`` puts a loss on the other messages' tokens too,
+    ``decision_weight`` scales it on the assistant's ``true``/``false`` (both 0 and 1 for the shipped base).
     """
     import hashlib
     import math
@@ -398,15 +369,29 @@ def pretrain_base(
             (_chat_ids(tokenizer, next(docs), context_weight, decision_weight) for _ in range(batch_size)),
             key=lambda b: len(b[0]),
         )
+        width = len(batch[-1][0])
+        input_ids = torch.full((batch_size, width), tokenizer.pad_token_id)
+        attention = torch.zeros((batch_size, width), dtype=torch.long)
+        weight = torch.zeros((batch_size, width))
+        for i, (ids, weights) in enumerate(batch):
+            input_ids[i, : len(ids)] = torch.tensor(ids)
+            attention[i, : len(ids)] = 1
+            weight[i, : len(ids) - 1] = torch.tensor(weights[1:])  # position t predicts token t + 1
+        learn = weight > 0
+        hidden = model.model(input_ids=input_ids, attention_mask=attention).last_hidden_state
+        logits = model.lm_head(hidden[learn])  # the output layer only where a loss is taken
+        targets = input_ids[:, 1:][learn[:, :-1]]
+        if context_weight or decision_weight != 1.0:
+            losses = torch.nn.functional.cross_entropy(logits.float(), targets, reduction="none")
+            loss = (losses * weight[learn]).sum() / weight[learn].sum()
+        else:  # the loss the shipped base was trained with
+            loss = torch.nn.functional.cross_entropy(logits.float(), targets)
         optimizer.zero_grad(set_to_none=True)
-        total = sum(sum(weights[1:]) for _, weights in batch)
-        loss = 0.0
-        for k in range(0, batch_size, MICRO_BATCH):  # chats of like length together: little padding
-            loss += _chat_loss(model, tokenizer.pad_token_id, batch[k : k + MICRO_BATCH], total)
+        loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         scheduler.step()
-        bar.set_postfix(loss=f"{loss:.3f}")
+        bar.set_postfix(loss=f"{loss.item():.3f}")
     seconds = time.perf_counter() - start
     _save(model, tokenizer, path)
     files = sorted(p for p in path.iterdir() if p.is_file() and p.name != BASE_SHA256)
