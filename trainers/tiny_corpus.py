@@ -328,9 +328,9 @@ class CorpusMix:
     numeracy: float = 0.0
     """Share of numeracy drills (:func:`numeracy_drill`): made-up quantities at many scales and a stated rule over
     them (ranges, ``<``, ``>``, ``≤``, ``≥``; one to three clauses joined by *and* or *or*), decided right after,
-    the numbers shown in the state line or brought by lookups. A base that learns to compare values with
-    thresholds stated in the prompt has the magnitude features a policy gradient needs to learn a rule that is
-    never stated (``agentgym.trainers.numeracy`` probes both)."""
+    the numbers shown in the state line or brought by lookups (``agentgym.trainers.numeracy`` probes what a base
+    makes of them). No shipped stage uses them yet: continuing the shipped base on them left it at chance
+    (``benchmarks/README.md``, "The base brings numbers?")."""
 
 
 @dataclass
@@ -680,8 +680,7 @@ NUMERACY_LEVELS = 3
 """Numeracy drills come in levels: 0, one quantity compared with one threshold (whole numbers ≥ 0 up to 1,000;
 ``<``, ``≤``, ``>``, ``≥``; the threshold anywhere); 1, one quantity at any scale (decimals, negatives; ranges too;
 a value near a threshold 30 % of the time); 2, one to three quantities joined by *and*/*or*, near a threshold
-60 % of the time. The easy levels give the gradient a foothold: trained on level 2 alone, the base stayed at
-chance."""
+60 % of the time."""
 
 
 def numeracy_task(
