@@ -11,9 +11,11 @@ decision token alone (``true``/``false`` in the final call), 64 chats a step, Ad
 - ``control``: the varying surfaces from the start, for as many steps in all.
 
 Every 100 steps: greedy accuracy on 300 held-out chats of each surface, and of level-1 drills (decimals,
-negatives, ranges; never trained here). Writes ``OUT.json`` and ``OUT.png``::
+negatives, ranges; never trained here). Writes ``OUT.json`` and ``OUT.png``; ``--save DIR`` keeps each arm's
+model for the probes of :mod:`agentgym.trainers.numeracy`::
 
-    python benchmarks/numeracy_curriculum.py --out benchmarks/results/numeracy_curriculum   # ~25 min on 2 cores
+    python benchmarks/numeracy_curriculum.py --save runs/numeracy_curriculum     # ~25 min on one thread
+    python -m agentgym.trainers.numeracy --model runs/numeracy_curriculum/curriculum --steps 150 --threads 1
 """
 
 from __future__ import annotations
@@ -85,7 +87,9 @@ def decision_logits(policy: LLMPolicy, batch: list[tuple[list[int], int]]) -> to
     return policy.model.lm_head(hidden[torch.arange(len(batch)), last])
 
 
-def run_arm(fixed_steps: int, variable_steps: int, *, eval_every: int = 100) -> list[dict[str, float]]:
+def run_arm(
+    fixed_steps: int, variable_steps: int, *, eval_every: int = 100, save: Path | None = None
+) -> list[dict[str, float]]:
     policy = LLMPolicy.from_pretrained("tiny")
     tests = {
         name: [decision_context(policy, make(random.Random(10**6 + i))) for i in range(300)]
@@ -110,6 +114,8 @@ def run_arm(fixed_steps: int, variable_steps: int, *, eval_every: int = 100) -> 
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+    if save is not None:
+        policy.save_pretrained(save)
     return curve
 
 
@@ -142,6 +148,7 @@ def main() -> None:
     parser.add_argument("--variable-steps", type=int, default=700)
     parser.add_argument("--arms", nargs="+", default=["curriculum", "control"], choices=["curriculum", "control"])
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/numeracy_curriculum"))
+    parser.add_argument("--save", type=Path, help="save each arm's model in SAVE/ARM (for the probes)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(0)
@@ -150,7 +157,7 @@ def main() -> None:
     for arm in args.arms:
         print(f"== {arm}", flush=True)
         fixed = args.fixed_steps if arm == "curriculum" else 0
-        arms[arm] = run_arm(fixed, total - fixed)
+        arms[arm] = run_arm(fixed, total - fixed, save=args.save / arm if args.save else None)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.with_suffix(".json").write_text(
             json.dumps({"settings": vars(args) | {"out": str(args.out)}, "arms": arms}, indent=1) + "\n"
