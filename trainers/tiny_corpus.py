@@ -32,11 +32,21 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from agentgym.tools import ToolCall
 
-__all__ = ["CorpusMix", "chat_documents", "made_up_name", "render_call", "signatures"]
+__all__ = [
+    "Clause",
+    "CorpusMix",
+    "NumeracyTask",
+    "chat_documents",
+    "made_up_name",
+    "numeracy_drill",
+    "numeracy_task",
+    "render_call",
+    "signatures",
+]
 
 # Word lists for made-up tools and tasks. They avoid every tool name and topic of the shipped tasks.
 _QUANTITIES = [
@@ -205,9 +215,32 @@ def _made_up_word(rng: random.Random) -> str:
 # English letters by how often they occur in text: random spellings with every letter in it, most of them the
 # common ones, so every piece of the tokenizer turns up in names (a syllable generator covers only its own).
 _LETTER_WEIGHTS = {
-    "e": 12.7, "t": 9.1, "a": 8.2, "o": 7.5, "i": 7.0, "n": 6.7, "s": 6.3, "h": 6.1, "r": 6.0, "d": 4.3, "l": 4.0,
-    "c": 2.8, "u": 2.8, "m": 2.4, "w": 2.4, "f": 2.2, "g": 2.0, "y": 2.0, "p": 1.9, "b": 1.5, "v": 1.0, "k": 0.8,
-    "j": 0.2, "x": 0.2, "q": 0.1, "z": 0.1,
+    "e": 12.7,
+    "t": 9.1,
+    "a": 8.2,
+    "o": 7.5,
+    "i": 7.0,
+    "n": 6.7,
+    "s": 6.3,
+    "h": 6.1,
+    "r": 6.0,
+    "d": 4.3,
+    "l": 4.0,
+    "c": 2.8,
+    "u": 2.8,
+    "m": 2.4,
+    "w": 2.4,
+    "f": 2.2,
+    "g": 2.0,
+    "y": 2.0,
+    "p": 1.9,
+    "b": 1.5,
+    "v": 1.0,
+    "k": 0.8,
+    "j": 0.2,
+    "x": 0.2,
+    "q": 0.1,
+    "z": 0.1,
 }
 _ACCENTED = {"a": "áàâäãå", "e": "éèêë", "i": "íìîï", "o": "óòôöõø", "u": "úùûü", "c": "çč", "n": "ñń", "s": "šś"}
 
@@ -292,6 +325,12 @@ class CorpusMix:
     quantities in that order too: a rule that needs no tool name to mean anything (``get_plitox`` before
     ``get_vomra`` because it is listed first)."""
     max_quantities: int = 3
+    numeracy: float = 0.0
+    """Share of numeracy drills (:func:`numeracy_drill`): made-up quantities at many scales and a stated rule over
+    them (ranges, ``<``, ``>``, ``≤``, ``≥``; one to three clauses joined by *and* or *or*), decided right after,
+    the numbers shown in the state line or brought by lookups (``agentgym.trainers.numeracy`` probes what a base
+    makes of them). No shipped stage uses them yet: continuing the shipped base on them left it at chance
+    (``benchmarks/README.md``, "The base brings numbers?")."""
 
 
 @dataclass
@@ -516,4 +555,212 @@ def chat_documents(seed: int, mix: CorpusMix | None = None) -> Iterator[list[dic
     rng = random.Random(seed)
     mix = mix or CorpusMix()
     while True:
-        yield _copy_drill(rng, mix) if rng.random() < mix.copy_drill else _document(rng, mix)
+        if mix.numeracy and rng.random() < mix.numeracy:  # draws nothing at 0: earlier stages' corpora unchanged
+            yield numeracy_drill(rng, mix)
+        else:
+            yield _copy_drill(rng, mix) if rng.random() < mix.copy_drill else _document(rng, mix)
+
+
+# ---------------------------------------------------------------------------------------------- numeracy
+
+RESERVED_THRESHOLDS = frozenset({10.0, 25.0, 100.0})
+"""Values never drawn as a threshold: the corpus states no rule with a task's thresholds (WeatherRun's 10, 25, 100)."""
+
+_OPS = {
+    "<": ("{q} < {a}{u}", "{q} is below {a}{u}", "{q} is less than {a}{u}", "{q} under {a}{u}"),
+    "<=": ("{q} ≤ {a}{u}", "{q} <= {a}{u}", "{q} is at most {a}{u}", "{q} is not above {a}{u}"),
+    ">": ("{q} > {a}{u}", "{q} is above {a}{u}", "{q} is more than {a}{u}", "{q} over {a}{u}"),
+    ">=": ("{q} ≥ {a}{u}", "{q} >= {a}{u}", "{q} is at least {a}{u}", "{q} is not below {a}{u}"),
+    "in": (
+        "{a} ≤ {q} ≤ {b}{u}",
+        "{q} is between {a} and {b}{u} (inclusive)",
+        "{q} in [{a}, {b}]{u}",
+        "{q} from {a} to {b}{u}",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Clause:
+    """One comparison of quantity ``index`` with a threshold (``op`` ``<``, ``<=``, ``>``, ``>=``) or a closed range
+    (``in``: ``low ≤ x ≤ high``)."""
+
+    index: int
+    op: str
+    low: float
+    high: float = 0.0
+
+    def holds(self, x: float) -> bool:
+        if self.op == "in":
+            return self.low <= x <= self.high
+        return {"<": x < self.low, "<=": x <= self.low, ">": x > self.low, ">=": x >= self.low}[self.op]
+
+    def thresholds(self) -> tuple[float, ...]:
+        return (self.low, self.high) if self.op == "in" else (self.low,)
+
+
+@dataclass(frozen=True)
+class NumeracyTask:
+    """Made-up quantities with values, and a rule over them: what a numeracy drill or probe is about."""
+
+    names: tuple[str, ...]
+    units: tuple[str, ...]
+    ranges: tuple[tuple[float, float, int], ...]
+    """Each quantity's range of typical values and its decimals."""
+    clauses: tuple[Clause, ...]
+    any_of: bool
+    """The clauses joined by *or* (else *and*)."""
+    values: tuple[float, ...] = ()
+
+    @property
+    def truth(self) -> bool:
+        held = (c.holds(self.values[c.index]) for c in self.clauses)
+        return any(held) if self.any_of else all(held)
+
+    def fmt(self, i: int, x: float) -> str:
+        decimals = self.ranges[i][2]
+        return f"{x:.{decimals}f}" if decimals else str(int(round(x)))
+
+    def shown(self, i: int, gap: str = " ") -> str:
+        """Quantity ``i``'s value with its unit, as a state line or a result shows it."""
+        return f"{self.fmt(i, self.values[i])}{gap if self.units[i] else ''}{self.units[i]}"
+
+    def rule_text(self, rng: random.Random) -> str:
+        """The rule in words and symbols, phrasing drawn from ``rng``."""
+        parts = []
+        for c in self.clauses:
+            unit = f" {self.units[c.index]}" if self.units[c.index] and rng.random() < 0.5 else ""
+            a, b = self.fmt(c.index, c.low), self.fmt(c.index, c.high)
+            parts.append(rng.choice(_OPS[c.op]).format(q=self.names[c.index], a=a, b=b, u=unit))
+        return (" or " if self.any_of else " and ").join(parts)
+
+    def resample(self, rng: random.Random, truth: bool | None = None, near: float = 0.6) -> NumeracyTask:
+        """The same rule with new values: each near one of its thresholds with probability ``near``; ``truth``
+        (default: a coin flip) is what the rule decides of them."""
+        want = rng.random() < 0.5 if truth is None else truth
+
+        def value(i: int) -> float:
+            low, top, d = self.ranges[i]
+            bounds = [t for c in self.clauses if c.index == i for t in c.thresholds()]
+            if bounds and rng.random() < near:
+                return _near(rng, rng.choice(bounds), top - low, d)
+            return round(rng.uniform(low - 0.2 * (top - low) * (low < 0), top), d)
+
+        task = self
+        for _ in range(200):  # rejection: the asked-for decision
+            task = replace(self, values=tuple(value(i) for i in range(len(self.names))))
+            if task.truth == want:
+                break
+        return task
+
+
+def _scale(rng: random.Random) -> tuple[float, float, int]:
+    """A quantity's range and decimals: magnitudes from 1 to 10,000, sometimes below zero."""
+    top = 10 ** rng.randint(0, 3) * rng.uniform(1.0, 10.0)
+    low = -top * rng.uniform(0.1, 0.6) if rng.random() < 0.3 else 0.0
+    decimals = rng.choices([0, 1, 2], weights=[5, 4, 1])[0] if top >= 10 else rng.choice([1, 2])
+    return low, top, decimals
+
+
+def _near(rng: random.Random, x: float, span: float, decimals: int) -> float:
+    """A number close to ``x``: a step or two of its last digit, or a few percent of ``span``, away (or ``x``)."""
+    if rng.random() < 0.5:
+        return round(x + rng.choice([-2, -1, 0, 0, 1, 2]) * 10**-decimals, decimals)
+    return round(x + rng.uniform(-0.15, 0.15) * span, decimals)
+
+
+def _threshold(rng: random.Random, low: float, top: float, decimals: int) -> float:
+    while True:
+        t = round(rng.uniform(low, top), decimals)
+        if t not in RESERVED_THRESHOLDS:
+            return t
+
+
+NUMERACY_LEVELS = 3
+"""Numeracy drills come in levels: 0, one quantity compared with one threshold (whole numbers ≥ 0 up to 1,000;
+``<``, ``≤``, ``>``, ``≥``; the threshold anywhere); 1, one quantity at any scale (decimals, negatives; ranges too;
+a value near a threshold 30 % of the time); 2, one to three quantities joined by *and*/*or*, near a threshold
+60 % of the time."""
+
+
+def numeracy_task(
+    rng: random.Random,
+    names: list[str] | None = None,
+    *,
+    level: int = 2,
+    ops: list[str] | None = None,
+    truth: bool | None = None,
+) -> NumeracyTask:
+    """A seeded numeracy task of :data:`NUMERACY_LEVELS` ``level``: quantities named ``names`` or made up, a clause
+    on each (``ops``, or drawn); ``truth`` (default: a coin flip) is what the rule decides. No threshold is one of
+    :data:`RESERVED_THRESHOLDS`."""
+    n = len(names) if names else 1 if level < 2 else rng.choices([1, 2, 3], weights=[3, 4, 2])[0]
+    names = names or [_made_up_quantity(rng) for _ in range(n)]
+    while True:  # a rule that cannot decide as asked (``< 0`` of values from 0 up) is drawn again
+        task = _numeracy_rule(rng, names, level, ops).resample(rng, truth, near=(0.0, 0.3, 0.6)[level])
+        if truth is None or task.truth == truth:
+            return task
+
+
+def _numeracy_rule(rng: random.Random, names: list[str], level: int, ops: list[str] | None) -> NumeracyTask:
+    n = len(names)
+    units = tuple("" if rng.random() < 0.3 else rng.choice(_UNITS) for _ in range(n))
+    ranges = tuple((0.0, float(10 ** rng.randint(1, 3)), 0) if level == 0 else _scale(rng) for _ in range(n))
+    clauses = []
+    for i, (low, top, d) in enumerate(ranges):  # one clause per quantity
+        op = ops[i] if ops else rng.choice(["<", "<=", ">", ">="] + ["in", "in"] * (level > 0))
+        a, b = sorted((_threshold(rng, low, top, d), _threshold(rng, low, top, d)))
+        if a == b:
+            b = round(b + 10**-d, d)
+        clauses.append(Clause(i, op, a, b) if op == "in" else Clause(i, op, a))
+    any_of = n > 1 and rng.random() < 0.3
+    return NumeracyTask(tuple(names), units, ranges, tuple(clauses), any_of)
+
+
+def _made_up_quantity(rng: random.Random) -> str:
+    kind = rng.random()
+    if kind < 0.4:
+        return _made_up_word(rng)
+    if kind < 0.7:
+        return spelled_word(rng)[: rng.randint(2, 6)]
+    return "".join(rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZ") for _ in range(rng.randint(2, 4)))
+
+
+def numeracy_drill(rng: random.Random, mix: CorpusMix | None = None, level: int | None = None) -> list[dict[str, str]]:
+    """A chat that states a rule over made-up quantities and decides it: the values in the state line (decided at
+    once, three drills in four), or brought one by one by made-up lookup tools (the whole episode: look up, then
+    apply the rule). Tool and parameter names are short (the corpus's words or made-up ones): the drill is about
+    the numbers, and short chats make it cheap."""
+    mix = mix or CorpusMix()
+    task = numeracy_task(rng, level=rng.randrange(NUMERACY_LEVELS) if level is None else level)
+    n = len(task.names)
+    subject, verb = _identifier(rng, _SUBJECTS), _identifier(rng, _VERBS)
+    lookups = [f"{verb}_{q}" for q in task.names]
+    final = _identifier(rng, _FINAL_VERBS)
+    yes, why = _identifier(rng, _BOOL_PARAMS), _identifier(rng, _TEXT_PARAMS)
+    tools = [(name, [subject]) for name in lookups] + [(final, [yes, why])]
+    rng.shuffle(tools)
+    entity = _made_up_word(rng).capitalize()
+    shown = [task.shown(i, "" if rng.random() < 0.3 else " ") for i in range(n)]
+    header = f"{signatures(tools)}\n{yes}=true when {task.rule_text(rng)}."
+    evidence = " · ".join(f"{q} {shown[i]}" for i, q in enumerate(task.names))
+    args = {why: evidence, yes: task.truth} if rng.random() < 0.8 else {yes: task.truth}
+    decision = render_call(rng, ToolCall(final, args), mix.canonical)
+
+    def state(known: int) -> str:
+        values = (f"{q} {shown[i] if i < known else '?'}" for i, q in enumerate(task.names))
+        return " · ".join([entity, *values, "decision pending"])
+
+    if rng.random() < 0.75:  # everything known: decide now
+        return [{"role": "user", "content": f"{header}\n{state(n)}"}, {"role": "assistant", "content": decision}]
+    messages, result = [], ""
+    for i in range(n):  # the numbers arrive through the tools
+        text = f"{header}\n{state(0)}" if i == 0 else f"Result: {result}\n{state(i)}"
+        call = render_call(rng, ToolCall(lookups[i], {subject: entity}), mix.canonical)
+        messages += [{"role": "user", "content": text}, {"role": "assistant", "content": call}]
+        result = rng.choice([f"{task.names[i]} of {entity}: {shown[i]}.", f"{entity}: {task.names[i]} {shown[i]}"])
+    messages += [
+        {"role": "user", "content": f"Result: {result}\n{state(n)}"},
+        {"role": "assistant", "content": decision},
+    ]
+    return messages

@@ -270,20 +270,31 @@ stage, each stage going on from the last (:func:`build_base`)."""
 
 
 def _chat_ids(
-    tokenizer: Any, messages: list[dict[str, str]], context_weight: float = 0.0
+    tokenizer: Any, messages: list[dict[str, str]], context_weight: float = 0.0, decision_weight: float = 1.0
 ) -> tuple[list[int], list[float]]:
-    """Token ids of a ChatML chat and loss weights: 1 on the assistant's content and its end-of-turn,
-    ``context_weight`` on the other messages' content, 0 on the role headers."""
+    """Token ids of a ChatML chat and loss weights: 1 on the assistant's content and its end-of-turn
+    (``decision_weight`` on its ``true``/``false`` tokens, the decisions), ``context_weight`` on the other messages'
+    content, 0 on the role headers."""
+    decisions = _decision_ids(tokenizer) if decision_weight != 1.0 else frozenset()
     ids: list[int] = []
     weights: list[float] = []
     for message in messages:
         head = tokenizer.encode(f"<|im_start|>{message['role']}\n", add_special_tokens=False)
         body = tokenizer.encode(message["content"] + "<|im_end|>", add_special_tokens=False)
         tail = tokenizer.encode("\n", add_special_tokens=False)
-        learn = 1.0 if message["role"] == "assistant" else context_weight
+        if message["role"] == "assistant":
+            learn = [decision_weight if token in decisions else 1.0 for token in body]
+        else:
+            learn = [context_weight] * len(body)
         ids += head + body + tail
-        weights += [0.0] * len(head) + [learn] * len(body) + [0.0] * len(tail)
+        weights += [0.0] * len(head) + learn + [0.0] * len(tail)
     return ids, weights
+
+
+def _decision_ids(tokenizer: Any) -> frozenset[int]:
+    """The ids of the one-token decisions ``true`` and ``false`` (JSON) and ``True``/``False`` (Python)."""
+    encoded = (tokenizer.encode(word, add_special_tokens=False) for word in ("true", "false", "True", "False"))
+    return frozenset(ids[0] for ids in encoded if len(ids) == 1)
 
 
 def pretrain_base(
@@ -301,6 +312,7 @@ def pretrain_base(
     intermediate_size: int = 384,
     vocab_size: int = 2048,
     context_weight: float = 0.0,
+    decision_weight: float = 1.0,
     threads: int | None = None,
     progress_bar: bool = True,
     mix: Any = None,
@@ -310,7 +322,8 @@ def pretrain_base(
 
     The tokenizer's merges come from the corpus (its first 5,000 chats); the model sees only the corpus,
     with the loss on the assistant's tokens. ``mix`` (a :class:`agentgym.trainers.tiny_corpus.CorpusMix`) changes
-    the corpus; the shipped base used the default.
+    the corpus; the shipped base used the default. ``context_weight`` puts a loss on the other messages' tokens too,
+    ``decision_weight`` scales it on the assistant's ``true``/``false`` (both 0 and 1 for the shipped base).
     """
     import hashlib
     import math
@@ -353,7 +366,8 @@ def pretrain_base(
     bar = tqdm(range(steps), desc="pretrain", disable=not progress_bar)
     for _ in bar:
         batch = sorted(
-            (_chat_ids(tokenizer, next(docs), context_weight) for _ in range(batch_size)), key=lambda b: len(b[0])
+            (_chat_ids(tokenizer, next(docs), context_weight, decision_weight) for _ in range(batch_size)),
+            key=lambda b: len(b[0]),
         )
         width = len(batch[-1][0])
         input_ids = torch.full((batch_size, width), tokenizer.pad_token_id)
@@ -367,7 +381,7 @@ def pretrain_base(
         hidden = model.model(input_ids=input_ids, attention_mask=attention).last_hidden_state
         logits = model.lm_head(hidden[learn])  # the output layer only where a loss is taken
         targets = input_ids[:, 1:][learn[:, :-1]]
-        if context_weight:
+        if context_weight or decision_weight != 1.0:
             losses = torch.nn.functional.cross_entropy(logits.float(), targets, reduction="none")
             loss = (losses * weight[learn]).sum() / weight[learn].sum()
         else:  # the loss the shipped base was trained with
