@@ -149,9 +149,6 @@ class CodeSandboxEnv(ToolEnv):
     - v1: the v1 task set (303 generated problems, 119 in the test split); same tools, rules and reward.
     """
 
-    parallel_episodes = True
-    """Episodes may be played in threads at once (``agentgym eval --concurrency``): the work is in sandbox processes."""
-
     def __init__(
         self,
         *,
