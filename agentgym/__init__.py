@@ -10,7 +10,7 @@
 
 __version__ = "0.1.0"
 
-from agentgym.core import ToolEnv
+from agentgym.core import TaskInfo, ToolEnv, task_info
 from agentgym.parser import ParseResult, parse_tool_calls
 from agentgym.registration import register_envs
 from agentgym.spaces import AnyText
@@ -23,6 +23,7 @@ __all__ = [
     "AnyText",
     "DiscreteToolActions",
     "ParseResult",
+    "TaskInfo",
     "Tool",
     "ToolCall",
     "ToolEnv",
@@ -31,5 +32,6 @@ __all__ = [
     "__version__",
     "parse_tool_calls",
     "register_envs",
+    "task_info",
     "tool",
 ]

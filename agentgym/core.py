@@ -12,7 +12,9 @@ A task subclasses :class:`ToolEnv` and defines
   and :attr:`ToolEnv.success`;
 - for the discrete view (:class:`~agentgym.wrappers.DiscreteToolActions`): :meth:`ToolEnv.state_keys`,
   :meth:`ToolEnv.state_key` and :meth:`ToolEnv.action_menu`;
-- optionally :meth:`ToolEnv.fallback_call`, to read text its agents write that holds no tool call.
+- optionally :meth:`ToolEnv.fallback_call`, to read text its agents write that holds no tool call;
+- the facts it declares about itself, :attr:`ToolEnv.task_info` (a :class:`TaskInfo`: task count, split, reward
+  bounds, data checksum, …), which evaluators, trainers and servers read through :func:`task_info`.
 
 :meth:`ToolEnv.sample_action` draws a valid random action (a canonical call with schema-valid random arguments);
 ``action_space.sample()`` stays Gymnasium's random member of the text space. ``render_mode``: ``"ansi"`` or
@@ -69,12 +71,14 @@ __all__ = [
     "MAX_SHOWN_ACTION_CHARS",
     "Interpretation",
     "ObservationParts",
+    "TaskInfo",
     "ToolEnv",
     "Turn",
     "past_turn",
     "parts_of",
     "process_reward_weight",
     "recent_turns",
+    "task_info",
 ]
 
 _CACHE_SIZE = 512  # distinct action strings whose interpretation is memoised per env
@@ -196,10 +200,45 @@ def process_reward_weight(value: object) -> float:
     """A task's ``process_reward`` option checked: a finite number ≥ 0 (0 turns process rewards off), as a float.
 
     Every task that pays process rewards keeps this bound on what one episode can earn from them in
-    ``env.unwrapped.process_reward`` (``agentgym audit`` checks logged episodes against it)."""
+    ``env.unwrapped.process_reward`` and declares it as :attr:`TaskInfo.process_reward` (``agentgym audit``
+    checks logged episodes against it)."""
     if not isinstance(value, int | float) or not 0 <= value < float("inf"):
         raise ValueError(f"process_reward must be a finite number >= 0 (0: off), got {value!r}")
     return float(value)
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """The facts a task declares about itself, in one record: ``env.unwrapped.task_info`` on a :class:`ToolEnv`
+    (on ``agentgym/Remote-v0``, what its server said), or :func:`task_info` for any env. Evaluators, trainers and
+    servers read them here rather than probing the env for attributes. The defaults declare nothing."""
+
+    num_tasks: int | None = None
+    """Size of the env's fixed task list, the tasks of its :attr:`split` (``reset(options={"task_index": i})``
+    plays task i), or None: the env draws its task from the seed."""
+    split: str | None = None
+    """The split the env plays (``"train"``, ``"test"`` or ``"all"``), or None for a task without splits."""
+    reward_bounds: tuple[float, float] | None = None
+    """The lowest and highest reward one action can be paid (:meth:`ToolEnv.reward_bounds`), or None."""
+    data_checksum: str | None = None
+    """SHA-256 of the frozen data the env plays (reports record it), or None."""
+    process_reward: float = 0.0
+    """The most process reward one episode can earn (:func:`process_reward_weight`; 0: none)."""
+    parallel_episodes: bool = False
+    """Whether episodes played at once in threads run in parallel: their work runs outside this process
+    (CodeSandbox's programs in sandbox processes; a served env's on its server)."""
+    discrete_view: bool = False
+    """Whether the env has a discrete view: a ``ToolEnv`` with an action menu and state keys
+    (:class:`~agentgym.wrappers.DiscreteToolActions`), or a server that serves one."""
+    oracle: bool = False
+    """Whether ``oracle()`` gives a scripted expert (:meth:`ToolEnv.oracle`)."""
+
+
+def task_info(env: gym.Env) -> TaskInfo:
+    """The facts ``env`` declares, through any wrappers (``env.unwrapped.task_info``); for an env that declares
+    none (a plain ``gym.Env``), the defaults."""
+    info = getattr(env.unwrapped, "task_info", None)
+    return info if isinstance(info, TaskInfo) else TaskInfo()
 
 
 def parts_of(env: gym.Env) -> ObservationParts | None:
@@ -295,6 +334,20 @@ class ToolEnv(gym.Env[str, str]):
         step after the episode is over pays 0 and is not part of the episode.)
         """
         return None
+
+    @property
+    def task_info(self) -> TaskInfo:
+        """The facts this task declares (:class:`TaskInfo`). The base class declares :attr:`num_tasks` and
+        :meth:`reward_bounds`, an oracle where the task defines :meth:`oracle`, and a discrete view where it defines
+        :meth:`action_menu` and :meth:`state_keys`; a task adds what else it knows, e.g.
+        ``replace(super().task_info, data_checksum=...)``."""
+        cls = type(self)
+        return TaskInfo(
+            num_tasks=self.num_tasks,
+            reward_bounds=self.reward_bounds(),
+            discrete_view=cls.action_menu is not ToolEnv.action_menu and cls.state_keys is not ToolEnv.state_keys,
+            oracle=cls.oracle is not ToolEnv.oracle,
+        )
 
     def state_key(self) -> Hashable:
         """The discrete state for tabular learners; by default the summary."""

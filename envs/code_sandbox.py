@@ -7,12 +7,13 @@ import itertools
 import re
 import warnings
 from collections.abc import Hashable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentgym.core import ToolEnv, process_reward_weight
+from agentgym.core import TaskInfo, ToolEnv, process_reward_weight
 from agentgym.data import sha256_file
 from agentgym.envs.code_data import TASK_FILES, CodeTask, candidates, load_tasks
 from agentgym.envs.sandbox import Sandbox, SandboxResult, TestReport
@@ -147,9 +148,6 @@ class CodeSandboxEnv(ToolEnv):
     - v0: initial version.
     - v1: the v1 task set (303 generated problems, 119 in the test split); same tools, rules and reward.
     """
-
-    parallel_episodes = True
-    """Episodes may be played in threads at once (``agentgym eval --concurrency``): the work is in sandbox processes."""
 
     def __init__(
         self,
@@ -351,6 +349,19 @@ class CodeSandboxEnv(ToolEnv):
     @property
     def num_tasks(self) -> int:
         return len(self.tasks)
+
+    @property
+    def task_info(self) -> TaskInfo:
+        """Declares ``parallel_episodes``: episodes may be played in threads at once (``agentgym eval --concurrency``),
+        since their work runs in sandbox processes."""
+        return replace(
+            super().task_info,
+            split=self.split,
+            data_checksum=self.data_checksum,
+            process_reward=self.process_reward,
+            parallel_episodes=True,
+            discrete_view=not self._discrete_problem,
+        )
 
     def state_key(self) -> Hashable:
         if self.submitted:

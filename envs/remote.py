@@ -24,12 +24,13 @@ sequence number and the server answers a repeated one from its record instead of
 
 What trainers and evaluators use besides ``reset``/``step`` comes over the protocol too:
 :meth:`RemoteEnv.observation_parts` (so :func:`agentgym.core.parts_of` and the LLM rollout's summary prompts work
-unchanged), :meth:`~RemoteEnv.task_prompt`, :meth:`~RemoteEnv.tools_prompt`, ``num_tasks``,
-:meth:`~RemoteEnv.reward_bounds`, and, from a server started with ``--operator`` (they hand out answers, so a server
-an agent under test reaches refuses them with 403), :meth:`~RemoteEnv.oracle` (the server's oracle, played on the
-session's latest observation) and :meth:`~RemoteEnv.discrete_view` (``view="discrete"``: the server wraps the
-session's env in :class:`~agentgym.wrappers.DiscreteToolActions`, so the spaces are ``Discrete`` and trajectories
-are those of ``as_discrete(gym.make(env_id))``). :class:`RemoteVectorEnv` steps N sessions at once.
+unchanged), :meth:`~RemoteEnv.task_prompt`, :meth:`~RemoteEnv.tools_prompt`, ``task_info`` (the served env's
+task count, reward bounds and data checksum, as :class:`~agentgym.core.TaskInfo`), and, from a server started
+with ``--operator`` (they hand out answers, so a server an agent under test reaches refuses them with 403),
+:meth:`~RemoteEnv.oracle` (the server's oracle, played on the session's latest observation) and
+:meth:`~RemoteEnv.discrete_view` (``view="discrete"``: the server wraps the session's env in
+:class:`~agentgym.wrappers.DiscreteToolActions`, so the spaces are ``Discrete`` and trajectories are those of
+``as_discrete(gym.make(env_id))``). :class:`RemoteVectorEnv` steps N sessions at once.
 
 Errors: :class:`RemoteEnvError` (a ``RuntimeError``) for what the server refused, with its one-line reason;
 :class:`RemoteEnvForbidden` (also a ``PermissionError``) for a wrong token or an operator-only feature;
@@ -69,7 +70,7 @@ import numpy as np
 from gymnasium import spaces
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from agentgym.core import ObservationParts, Turn
+from agentgym.core import ObservationParts, TaskInfo, Turn
 from agentgym.spaces import AnyText
 
 __all__ = [
@@ -391,6 +392,17 @@ class RemoteEnv(gym.Env):
         """The served env's frozen-data checksum (reports record it), or None."""
         bounds = created["reward_bounds"]
         self._reward_bounds = None if bounds is None else (float(bounds[0]), float(bounds[1]))
+        self.task_info = TaskInfo(
+            num_tasks=self.num_tasks,
+            reward_bounds=self._reward_bounds,
+            data_checksum=self.data_checksum,
+            parallel_episodes=True,
+            discrete_view="discrete" in created.get("views", []),
+            oracle=self.operator and view == "text",
+        )
+        """What the server said of its env (:class:`~agentgym.core.TaskInfo`): its task count, reward bounds and data
+        checksum; a discrete view and an oracle where it serves them (``--operator``). Episodes run in parallel: their
+        work is the server's."""
         self.success = False
         if isinstance(self.observation_space, AnyText):
             self.max_observation_length = self.observation_space.max_length

@@ -8,12 +8,13 @@ import math
 import random
 import re
 from collections.abc import Hashable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentgym.core import ToolEnv, process_reward_weight
+from agentgym.core import TaskInfo, ToolEnv, process_reward_weight
 from agentgym.data import sha256_file
 from agentgym.envs.sql_data import (
     DATABASE_V0,
@@ -629,6 +630,16 @@ class SQLLookupEnv(ToolEnv):
     @property
     def num_tasks(self) -> int:
         return len(self.tasks)
+
+    @property
+    def task_info(self) -> TaskInfo:
+        return replace(
+            super().task_info,
+            split=self.split,
+            data_checksum=self.data_checksum,
+            process_reward=self.process_reward,
+            discrete_view=not self._discrete_problem,
+        )
 
     def state_key(self) -> Hashable:
         if self.answered:

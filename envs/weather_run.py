@@ -5,12 +5,13 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentgym.core import ToolEnv, process_reward_weight
+from agentgym.core import TaskInfo, ToolEnv, process_reward_weight
 from agentgym.data import sha256_file
 from agentgym.envs.weather_backends import HTTPWeather, RandomWeather, SnapshotWeather, WeatherBackend
 from agentgym.envs.weather_data import (
@@ -322,6 +323,12 @@ class WeatherRunEnv(ToolEnv):
     @property
     def num_tasks(self) -> int | None:
         return len(self.backend.tasks) if not isinstance(self.backend, RandomWeather) else None
+
+    @property
+    def task_info(self) -> TaskInfo:
+        return replace(
+            super().task_info, split=self.split, data_checksum=self.data_checksum, process_reward=self.process_reward
+        )
 
     def state_key(self) -> str:
         if self.decision is not None:

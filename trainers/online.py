@@ -46,6 +46,7 @@ import torch
 from pydantic import Field, ValidationError, field_validator
 from torch import Tensor
 
+from agentgym.core import task_info
 from agentgym.registration import make_env
 from agentgym.trainers.checkpoint import load_trainer_state, save_checkpoint
 from agentgym.trainers.config import AdamWConfig, CheckpointConfig, EvalConfig, ModelConfig
@@ -195,7 +196,7 @@ class OnlineTrainer:
         self.config = cfg = self.config_class.model_validate({**base, **overrides})
         self.group = ProcessGroup()
         probe = make_env(cfg.env_id, cfg.train_split, cfg.env_kwargs)  # a bad env id fails before a model loads
-        self.num_tasks = getattr(probe.unwrapped, "num_tasks", None)
+        self.num_tasks = task_info(probe).num_tasks
         dtype = DTYPES[cfg.dtype] if cfg.dtype else None
         self.policy = policy if isinstance(policy, LLMPolicy) else LLMPolicy.from_pretrained(policy, dtype=dtype)
         torch.manual_seed(cfg.seed)  # new LoRA adapters are initialised from the run's seed

@@ -39,6 +39,7 @@ from typing import Any
 import torch
 from pydantic import Field
 
+from agentgym.core import task_info
 from agentgym.registration import make_env
 from agentgym.trainers.config import EnvConfig
 from agentgym.trainers.llm import LLMPolicy
@@ -153,7 +154,7 @@ def preference_pairs_from_rollouts(
         raise ValueError(f"pairs_per_group must be between 1 and generations // 2 = {generations // 2}")
     per_batch = max(generations, batch_size // generations * generations)  # whole groups per batch
     envs = [make_env(env_id, split, env_kwargs) for _ in range(min(per_batch, tasks * generations))]
-    num_tasks = getattr(envs[0].unwrapped, "num_tasks", None)
+    num_tasks = task_info(envs[0]).num_tasks
     rng = random.Random(seed)
     generator = torch.Generator().manual_seed(seed)
     resets = [reset for reset in random_resets(rng, tasks, num_tasks) for _ in range(generations)]

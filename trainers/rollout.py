@@ -39,7 +39,7 @@ import gymnasium as gym
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentgym.core import Turn, parts_of, past_turn, recent_turns
+from agentgym.core import Turn, parts_of, past_turn, recent_turns, task_info
 from agentgym.registration import split_kwargs
 from agentgym.tools import ToolCall
 from agentgym.trainers.decoding import PrefixCache
@@ -449,7 +449,7 @@ def evaluate_llm(
     """
     greedy = config.model_copy(update={"temperature": 0.0})
     probe = gym.make(env_id, **(env_kwargs or {}))
-    num_tasks = getattr(probe.unwrapped, "num_tasks", None)
+    num_tasks = task_info(probe).num_tasks
     if episodes is None and num_tasks:
         resets = [{"seed": seed, "options": {"task_index": i}} for i in range(num_tasks)]
     else:

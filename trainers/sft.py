@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from pydantic import Field
 
+from agentgym.core import task_info
 from agentgym.data import read_jsonl
 from agentgym.registration import make_env
 from agentgym.trainers.checkpoint import load_trainer_state, save_checkpoint
@@ -67,7 +68,7 @@ def oracle_demonstrations(policy: LLMPolicy, config: SFTConfig, *, batch: int = 
     )
     n = min(batch, config.episodes)
     envs = [make_env(config.env_id, config.train_split, config.env_kwargs) for _ in range(n)]
-    num_tasks = getattr(envs[0].unwrapped, "num_tasks", None)
+    num_tasks = task_info(envs[0]).num_tasks
     rng = random.Random(config.seed)
     samples: list[Sample] = []
     for start in range(0, config.episodes, n):

@@ -42,7 +42,7 @@ import gymnasium as gym
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentgym.app.reports import error_line
-from agentgym.core import valid_utf8
+from agentgym.core import task_info, valid_utf8
 
 __all__ = ["AuditReport", "LoggedEpisode", "audit_run", "format_audit", "read_logged_episodes"]
 
@@ -202,8 +202,7 @@ class _Replayer:
 
     def __init__(self, env: Any) -> None:
         self.env = env
-        bound = getattr(env.unwrapped, "process_reward", None)
-        self.bound = float(bound) if isinstance(bound, int | float) and bound > 0 else None
+        self.bound = task_info(env).process_reward or None  # None: the env pays no process reward
 
     @classmethod
     def for_run(cls, run_dir: Path) -> _Replayer | None:

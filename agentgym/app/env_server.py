@@ -109,7 +109,7 @@ from fastapi import FastAPI, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import Response
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from agentgym.core import ToolEnv
+from agentgym.core import ToolEnv, parts_of, task_info
 from agentgym.envs.remote import (
     API,
     PROTOCOL,
@@ -225,8 +225,8 @@ class Sessions:
         self._abandoned_lock = threading.Lock()
         probe = gym.make(env_id, **env_kwargs)
         try:
-            unwrapped = probe.unwrapped
-            bounds = getattr(unwrapped, "reward_bounds", lambda: None)()
+            unwrapped, info = probe.unwrapped, task_info(probe)
+            bounds = info.reward_bounds
             self.discrete_spaces: dict[str, Any] = {}  # empty: the env has no discrete view
             if isinstance(unwrapped, ToolEnv):
                 try:
@@ -242,10 +242,10 @@ class Sessions:
                 "action_space": describe_space(probe.action_space),
                 "views": ["text", "discrete"] if self.discrete_spaces and operator else ["text"],
                 "operator": operator,
-                "tools": [t.schema for t in getattr(unwrapped, "tools", {}).values()],
+                "tools": [t.schema for t in unwrapped.tools.values()] if isinstance(unwrapped, ToolEnv) else [],
                 "max_episode_steps": probe.spec.max_episode_steps if probe.spec else None,
-                "num_tasks": getattr(unwrapped, "num_tasks", None),
-                "data_checksum": getattr(unwrapped, "data_checksum", None),
+                "num_tasks": info.num_tasks,
+                "data_checksum": info.data_checksum,
                 "reward_bounds": None if bounds is None else [float(bounds[0]), float(bounds[1])],
                 "idle_timeout_s": limits.idle_timeout_s,
                 "step_timeout_s": limits.step_timeout_s,
@@ -404,8 +404,8 @@ def _extras(session: _Session, env: gym.Env, observation: Any) -> dict[str, Any]
     if session.view == "discrete":
         return {"menu": list(env.menu)}
     session.observation = observation
-    observation_parts = getattr(env.unwrapped, "observation_parts", None)
-    return {"parts": encode_parts(observation_parts()) if callable(observation_parts) else None}
+    parts = parts_of(env)
+    return {"parts": None if parts is None else encode_parts(parts)}
 
 
 def _reset(session: _Session, seed: int | None, options: dict[str, Any] | None) -> Callable[[gym.Env], dict[str, Any]]:
@@ -427,7 +427,7 @@ def _step(session: _Session, action: Any) -> Callable[[gym.Env], dict[str, Any]]
 
 def _oracle(session: _Session) -> Callable[[gym.Env], dict[str, Any]]:
     def run(env: gym.Env) -> dict[str, Any]:
-        if session.view != "text" or not callable(getattr(env.unwrapped, "oracle", None)):
+        if session.view != "text" or not task_info(env).oracle:
             raise ValueError(f"no oracle here: a {session.view} view of {type(env.unwrapped).__name__}")
         if session.observation is None:
             raise gym.error.ResetNeeded("reset the session before asking its oracle")

@@ -52,6 +52,8 @@ from agentgym.app.reports import (
     to_json,
     write_json,
 )
+from agentgym.core import task_info
+from agentgym.envs.remote import RemoteEnv
 from agentgym.registration import split_kwargs
 from agentgym.wrappers import DiscreteToolActions, Retry, as_discrete, attempts_of
 
@@ -120,7 +122,7 @@ def evaluate(
     (``options={"task_index": i}``; e.g. WeatherRun's frozen test split), else 10 episodes.
     ``max_steps`` caps an episode on an env without a time limit.
     """
-    num_tasks = getattr(env.unwrapped, "num_tasks", None)
+    num_tasks = task_info(env).num_tasks
     all_tasks = episodes is None and num_tasks is not None
     episodes = num_tasks if all_tasks else (episodes or 10)
     act: Callable[[Any], Any]
@@ -219,9 +221,8 @@ def make_agent(spec: str, env: gym.Env, seed: int | None = None) -> tuple[Any, g
 def _discrete(env: gym.Env) -> gym.Env:
     """The discrete view of ``env`` (:func:`~agentgym.wrappers.as_discrete`); for an ``agentgym/Remote-v0`` env, a
     session of the server's in its discrete view (the server wraps its env: same menu, same state keys)."""
-    discrete_view = getattr(env.unwrapped, "discrete_view", None)
-    if callable(discrete_view) and not isinstance(env.action_space, gym.spaces.Discrete):
-        return discrete_view()
+    if isinstance(env.unwrapped, RemoteEnv) and not isinstance(env.action_space, gym.spaces.Discrete):
+        return env.unwrapped.discrete_view()
     return as_discrete(env)
 
 
@@ -278,7 +279,7 @@ class _PolicyPlayer(_Player):
     def play(self, jobs: list[tuple[int, dict[str, Any]]], emit: Callable[[EpisodeRecord], None]) -> None:
         policy, env = self.policy, self.env
         act = (lambda o: policy.predict(o, deterministic=True)[0]) if hasattr(policy, "predict") else policy
-        remote_view = getattr(env.unwrapped, "view", None) == "discrete"  # a Remote-v0 session's discrete view
+        remote_view = isinstance(env.unwrapped, RemoteEnv) and env.unwrapped.view == "discrete"
         discrete = env if isinstance(env, DiscreteToolActions) else env.unwrapped if remote_view else None
         for index, reset in jobs:
             if isinstance(policy, RandomAgent):  # each episode's actions depend on its index only (resumable)
@@ -307,9 +308,9 @@ class _PolicyPlayer(_Player):
 
 class _ConcurrentPolicyPlayer(_Player):
     """A ``predict`` agent (random, oracle, ...) ``concurrency`` episodes at once, on an ``agentgym/Remote-v0`` env
-    or a local env whose work runs in subprocesses (``parallel_episodes``: CodeSandbox's sandboxes): each worker
-    thread holds its own env (a remote one: its own session, spread over the ``base_url`` list) and agent, and plays
-    the next job (a random agent is reseeded per episode, so which worker plays an episode changes nothing)."""
+    or a local env whose work runs in subprocesses (``TaskInfo.parallel_episodes``: CodeSandbox's sandboxes): each
+    worker thread holds its own env (a remote one: its own session, spread over the ``base_url`` list) and agent, and
+    plays the next job (a random agent is reseeded per episode, so which worker plays an episode changes nothing)."""
 
     def __init__(self, spec: str, env_factory: Callable[[], gym.Env], seed: int, concurrency: int) -> None:
         self.spec, self.env_factory, self.seed, self.concurrency = spec, env_factory, seed, concurrency
@@ -501,10 +502,9 @@ def _player(
         return _OpenAIPlayer(config, env_factory, concurrency, seed)
     if sampling:
         raise ValueError(f"sampling settings apply to hf: and openai: agents, not {spec!r}")
-    remote = callable(getattr(env.unwrapped, "discrete_view", None))  # a Remote-v0 env
-    parallel = getattr(env.unwrapped, "parallel_episodes", False)  # its work runs in subprocesses (CodeSandbox)
-    if concurrency > 1 and (remote or parallel):
+    if concurrency > 1 and task_info(env).parallel_episodes:  # its work runs on a server or in subprocesses
         make_agent(spec, env, seed=seed)  # a bad spec fails here, before any episode
+        remote = isinstance(env.unwrapped, RemoteEnv)
         workers = concurrency if remote else min(concurrency, os.cpu_count() or 1)  # local: one per core
         return _ConcurrentPolicyPlayer(spec, env_factory, seed, workers)
     policy, view = make_agent(spec, env, seed=seed)
@@ -582,8 +582,8 @@ def evaluate_agent(
 
     probe = make()
     try:
-        base = probe.unwrapped
-        num_tasks = getattr(base, "num_tasks", None)
+        info = task_info(probe)
+        num_tasks = info.num_tasks
         all_tasks = episodes is None and bool(num_tasks)
         n = num_tasks if all_tasks else (episodes or DEFAULT_EPISODES)
         resets = [{"seed": seed + i, **({"options": {"task_index": i}} if all_tasks else {})} for i in range(n)]
@@ -631,7 +631,7 @@ def evaluate_agent(
             records,
             config,
             env_version=probe.spec.version if probe.spec else None,
-            data_checksum=getattr(base, "data_checksum", None),
+            data_checksum=info.data_checksum,
             package_version=agentgym.__version__,
             tasks=episode_tasks(probe, resets),
             timing=run_timing(wall, len(jobs), player.concurrency),
@@ -792,18 +792,17 @@ class _RecordCheck:
     A record must have been reset the way this run resets its index, hold one reward, format flag and
     validity flag per action and one observation more than actions (none at all if the reset itself
     failed), and take no more actions than the env's time limit. Its rewards are finite numbers, and lie
-    within the env's ``reward_bounds()`` where the env states them: a method returning the ``(low, high)``
-    any one action can be paid (so ``turns · low <= return <= turns · high`` for any episode, finished or
-    not), or None. A record that breaks any of these is not from this run and env. Under
+    within the env's reward bounds where it declares them (:attr:`agentgym.core.TaskInfo.reward_bounds`: the
+    ``(low, high)`` any one action can be paid, so ``turns · low <= return <= turns · high`` for any episode,
+    finished or not). A record that breaks any of these is not from this run and env. Under
     :class:`~agentgym.wrappers.Retry` (``per_turn=False``) an attempt's rewards are paid at its last turn, so only
     the return is checked: ``turns · min(low, 0) <= return <= turns · max(high, 0)``.
     """
 
     def __init__(self, config: RunConfig, env: gym.Env, turn_limit: int | None, per_turn: bool = True) -> None:
         self.config, self.turn_limit, self.per_turn = config, turn_limit, per_turn
-        self.num_tasks = getattr(env.unwrapped, "num_tasks", None)
-        bounds = getattr(env.unwrapped, "reward_bounds", None)
-        self.reward_bounds = bounds() if callable(bounds) else None
+        info = task_info(env)
+        self.num_tasks, self.reward_bounds = info.num_tasks, info.reward_bounds
 
     def expected_reset(self, index: int) -> dict[str, Any]:
         cfg = self.config

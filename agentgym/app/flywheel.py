@@ -48,7 +48,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentgym.app.audit import LoggedEpisode
 from agentgym.app.reports import EpisodeRecord, error_line, write_json
-from agentgym.core import valid_utf8
+from agentgym.core import ToolEnv, valid_utf8
 from agentgym.registration import make_env, split_kwargs
 
 __all__ = [
@@ -327,8 +327,8 @@ def _signatures(source: _Source) -> str:
 
 
 def _tools(source: _Source) -> list[dict[str, Any]]:
-    tools = getattr(source.env.unwrapped, "tools", {})
-    return [t.schema for t in tools.values()] if isinstance(tools, dict) else []
+    base = source.env.unwrapped
+    return [t.schema for t in base.tools.values()] if isinstance(base, ToolEnv) else []
 
 
 def _sft_examples(

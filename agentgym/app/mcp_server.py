@@ -72,6 +72,7 @@ import agentgym
 from agentgym.app.env_server import BoundedUvicorn, RequestGuard, ServerLimits
 from agentgym.app.evaluation import DEFAULT_EPISODES, episode_error, episode_tasks, eval_split_kwargs
 from agentgym.app.reports import EpisodeRecord, RunConfig, RunSummary, run_timing, summarize, to_json, write_json
+from agentgym.core import task_info
 from agentgym.tools import ToolCall
 
 __all__ = [
@@ -142,7 +143,7 @@ class EpisodeHost:
             raise ValueError(f"{env_id} is not a tool env: it has no tools to serve")
         if NEXT_TASK in self.tools:
             raise ValueError(f"{env_id} has a tool named {NEXT_TASK!r}, the name of the server's control tool")
-        num_tasks = getattr(base, "num_tasks", None)
+        num_tasks = task_info(self.env).num_tasks
         all_tasks = episodes is None and bool(num_tasks)
         n = num_tasks if all_tasks else (episodes or DEFAULT_EPISODES)
         self.resets = [{"seed": seed + i, **({"options": {"task_index": i}} if all_tasks else {})} for i in range(n)]
@@ -340,7 +341,6 @@ class EpisodeHost:
     def _summary(self, records: list[EpisodeRecord], tasks: list[Any] | None = None, **meta: Any) -> RunSummary:
         """``agentgym eval``'s summary of ``records``. ``tasks`` defaults to the task list's facts on an env played
         by ``task_index`` ([] otherwise: finding a seeded episode's task resets the env, ending the one in play)."""
-        base = self.env.unwrapped
         if tasks is None:
             tasks = episode_tasks(self.env, self.resets) if self.config.all_tasks else []
         return summarize(
@@ -348,7 +348,7 @@ class EpisodeHost:
             self.config,
             tasks=tasks,
             env_version=self.env.spec.version if self.env.spec else None,
-            data_checksum=getattr(base, "data_checksum", None),
+            data_checksum=task_info(self.env).data_checksum,
             package_version=agentgym.__version__,
             **meta,
         )

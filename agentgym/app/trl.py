@@ -119,7 +119,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess by th
 import gymnasium as gym
 import torch
 
-from agentgym.core import parts_of
+from agentgym.core import parts_of, task_info
 from agentgym.registration import ENV_IDS, make_env
 from agentgym.tools import Tool, ToolCall
 from agentgym.trainers.llm import Generation, LLMPolicy
@@ -273,7 +273,7 @@ def make_dataset(
 
     env = _make(env_id, split, env_kwargs)
     try:
-        num_tasks = getattr(env.unwrapped, "num_tasks", None)
+        num_tasks = task_info(env).num_tasks
         count = n if n is not None else num_tasks or 100
         if count < 1:
             raise ValueError(f"n must be at least 1, got {n!r}")
