@@ -145,7 +145,8 @@ def test_train_sft_then_grpo_with_the_tiny_model(tmp_path, capsys):
     assert main(["train", "reward-model", "--model", str(sft / "final"), "--out", str(rm), *data]) == 0
     assert "held-out pairs: accuracy" in capsys.readouterr().out
     assert json.loads((rm / "final" / "config.json").read_text())["architectures"] == ["LlamaForSequenceClassification"]
-    args = ["train", "dpo", "--model", str(sft / "final"), "--recipe", "tiny", "--rounds", "1", "--out", str(dpo), *data]
+    args = ["train", "dpo", "--model", str(sft / "final"), "--recipe", "tiny", "--rounds", "1", "--out", str(dpo)]
+    args += data
     assert main([*args, "--set", "eval_episodes=4"]) == 0
     assert json.loads((dpo / "config.json").read_text())["config"]["rpo_alpha"] == 1.0  # the tiny recipe
     assert (dpo / "final" / "model.safetensors").exists()
