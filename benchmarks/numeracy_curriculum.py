@@ -31,6 +31,7 @@ import torch
 from agentgym.tools import ToolCall
 from agentgym.trainers import tiny_corpus as tc
 from agentgym.trainers.llm import LLMPolicy
+from agentgym.trainers.numeracy import decision_logits
 
 SYMBOLS = {"<": "<", "<=": "≤", ">": ">", ">=": "≥"}
 
@@ -75,18 +76,6 @@ def level1_chat(rng: random.Random) -> list[dict[str, str]]:
 SURFACES = {"fixed": fixed_chat, "variable": variable_chat, "level1": level1_chat}
 
 
-def decision_logits(policy: LLMPolicy, batch: list[tuple[list[int], int]]) -> torch.Tensor:
-    width = max(len(ids) for ids, _ in batch)
-    ids = torch.zeros((len(batch), width), dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    for i, (seq, _) in enumerate(batch):
-        ids[i, : len(seq)] = torch.tensor(seq)
-        mask[i, : len(seq)] = 1
-    last = mask.sum(1) - 1
-    hidden = policy.model.model(input_ids=ids, attention_mask=mask).last_hidden_state
-    return policy.model.lm_head(hidden[torch.arange(len(batch)), last])
-
-
 def run_arm(
     fixed_steps: int, variable_steps: int, *, eval_every: int = 100, save: Path | None = None
 ) -> list[dict[str, float]]:
@@ -102,7 +91,8 @@ def run_arm(
             with torch.no_grad():
                 point = {"step": step, "seconds": round(time.perf_counter() - start, 1)}
                 for name, test in tests.items():
-                    right = decision_logits(policy, test).argmax(-1) == torch.tensor([y for _, y in test])
+                    choice = decision_logits(policy, [ids for ids, _ in test]).argmax(-1)
+                    right = choice == torch.tensor([y for _, y in test])
                     point[name] = round(right.float().mean().item(), 4)
             curve.append(point)
             print(point, flush=True)
@@ -110,7 +100,8 @@ def run_arm(
             break
         make = fixed_chat if step < fixed_steps else variable_chat
         batch = [decision_context(policy, make(rng)) for _ in range(64)]
-        loss = torch.nn.functional.cross_entropy(decision_logits(policy, batch), torch.tensor([y for _, y in batch]))
+        logits = decision_logits(policy, [ids for ids, _ in batch], grad=True)
+        loss = torch.nn.functional.cross_entropy(logits, torch.tensor([y for _, y in batch]))
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
