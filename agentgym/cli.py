@@ -22,9 +22,6 @@ __all__ = ["main"]
 BUDGET_FLAGS = ("episodes", "timesteps", "steps", "rounds", "tasks")
 """The training-length flags; each sets the config field (or, for the classic learners, the budget) of its name."""
 
-"""Old meanings kept for one version: ``train dpo --steps N`` set ``rounds``, ``train reward-model --episodes N``
-set ``tasks``; each prints a deprecation note."""
-
 
 def _json_object(text: str) -> dict[str, Any]:
     try:
