@@ -224,6 +224,7 @@ class RewardModelTrainer:
                 "(the model that plays them) or RewardModelConfig.data (a JSONL of pairs)"
             )
         self.player: LLMPolicy | None = model if isinstance(model, LLMPolicy) else None
+        torch.manual_seed(cfg.seed)  # a new score head is drawn from the seed: the same run gives the same model
         if isinstance(model, RewardModel):
             self.reward_model = model
         elif isinstance(model, LLMPolicy):
