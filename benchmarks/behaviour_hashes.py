@@ -28,7 +28,7 @@ from typing import Any
 TMP_DIR: list[str] = []
 VOLATILE = re.compile(
     r"(time|seconds|elapsed|wall|_per_s|per_second|date|created|started|finished|host|python|torch_|platform|version"
-    r"|path|dir$|^out$)",
+    r"|path|dir$|^out$|git|cpu|gpus)",
     re.I,
 )
 """JSON keys whose values are clocks, machines or locations rather than behaviour."""
