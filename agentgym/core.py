@@ -10,8 +10,9 @@ A task subclasses :class:`ToolEnv` and defines
   :class:`~agentgym.tools.ToolResult` carrying reward components and termination);
 - ``task`` (or :meth:`ToolEnv.task_prompt`), :meth:`ToolEnv._reset_task`, :meth:`ToolEnv.summary`
   and :attr:`ToolEnv.success`;
-- for the discrete view (:class:`~agentgym.wrappers.DiscreteToolActions`): :meth:`ToolEnv.state_keys`,
-  :meth:`ToolEnv.state_key` and :meth:`ToolEnv.action_menu`;
+- its reward terms, as a :class:`RewardWeights` subclass passed to ``ToolEnv.__init__`` (with the episode's
+  ``process_reward`` bound, when it pays process rewards);
+- for the discrete view, :class:`~agentgym.wrappers.DiscreteView` mixed in, with its state keys and action menu;
 - optionally :meth:`ToolEnv.fallback_call`, to read text its agents write that holds no tool call;
 - the facts it declares about itself, :attr:`ToolEnv.task_info` (a :class:`TaskInfo`: task count, split, reward
   bounds, data checksum, …), which evaluators, trainers and servers read through :func:`task_info`.
@@ -56,12 +57,13 @@ import sys
 import time
 import warnings
 from collections import deque
-from collections.abc import Hashable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple, Self
 
 import gymnasium as gym
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 
 from agentgym.parser import MAX_ACTION_CHARS, ParseResult, format_instructions, parse_tool_calls
 from agentgym.spaces import AnyText
@@ -199,12 +201,31 @@ class ObservationParts:
 def process_reward_weight(value: object) -> float:
     """A task's ``process_reward`` option checked: a finite number ≥ 0 (0 turns process rewards off), as a float.
 
-    Every task that pays process rewards keeps this bound on what one episode can earn from them in
+    ``ToolEnv.__init__`` keeps this bound on what one episode can earn from process rewards in
     ``env.unwrapped.process_reward`` and declares it as :attr:`TaskInfo.process_reward` (``agentgym audit``
     checks logged episodes against it)."""
     if not isinstance(value, int | float) or not 0 <= value < float("inf"):
         raise ValueError(f"process_reward must be a finite number >= 0 (0: off), got {value!r}")
     return float(value)
+
+
+class RewardWeights(BaseModel):
+    """A task's reward terms. A task subclasses it with its own terms (each a float with a default and a
+    description), builds them with :meth:`of` and passes them to ``ToolEnv.__init__``; every term it pays is
+    reported by name in ``info["reward_components"]``. Unknown names are refused."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    invalid_action: float = Field(0.0, description="An action that cannot be parsed or validated.")
+
+    @classmethod
+    def of(cls, rewards: RewardWeights | Mapping[str, float] | None = None, **shortcuts: float | None) -> Self:
+        """The weights ``rewards`` gives (weights, a dict of some of them, or None: the defaults), with each
+        shortcut that is not None set: a task's ``tool_cost=c`` option is ``rewards={"tool_cost": c}``. Raises
+        pydantic's ``ValidationError`` (a ``ValueError``) naming a bad or unknown term."""
+        weights = rewards.model_dump() if isinstance(rewards, RewardWeights) else dict(rewards or {})
+        weights.update({name: value for name, value in shortcuts.items() if value is not None})
+        return cls.model_validate(weights)
 
 
 @dataclass(frozen=True)
@@ -260,8 +281,9 @@ class ToolEnv(gym.Env[str, str]):
     """Instructions shown to the agent (override :meth:`task_prompt` for per-episode text)."""
     tools: ClassVar[dict[str, Tool]] = {}
     """The task's tools by name, collected from its ``@tool`` methods."""
-    invalid_action_reward: ClassVar[float] = 0.0
-    """Reward for an action that cannot be parsed or validated."""
+    invalid_action_reward: float = 0.0
+    """Reward for an action that cannot be parsed or validated (``rewards.invalid_action`` when the task has
+    :class:`RewardWeights`)."""
     max_action_length: ClassVar[int] = MAX_ACTION_CHARS
     max_observation_length: ClassVar[int] = 16_384
     max_output_chars: ClassVar[int] = 4_000
@@ -278,7 +300,22 @@ class ToolEnv(gym.Env[str, str]):
         if "human" not in modes:  # a copy: the base class's dict is shared by every task that does not override it
             cls.metadata = {**cls.metadata, "render_modes": [*modes, "human"]}
 
-    def __init__(self, *, history: int = 0, render_mode: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        rewards: RewardWeights | None = None,
+        process_reward: float = 0.0,
+        history: int = 0,
+        render_mode: str | None = None,
+    ) -> None:
+        """``rewards``: the task's reward terms (:class:`RewardWeights`), kept as ``self.rewards``;
+        ``process_reward``: the most process reward one episode can earn (0: none; :func:`process_reward_weight`);
+        ``history``: past turns shown in each observation; ``render_mode``: ``"ansi"``, ``"human"`` or None."""
+        self.rewards = rewards
+        if rewards is not None:
+            self.invalid_action_reward = rewards.invalid_action
+        self.process_reward = process_reward_weight(process_reward)
+        """The most process reward an episode can earn (0: none)."""
         if not isinstance(history, int) or history < 0:
             raise ValueError(f"history must be a non-negative int (turns kept in the observation), got {history!r}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
@@ -337,29 +374,16 @@ class ToolEnv(gym.Env[str, str]):
 
     @property
     def task_info(self) -> TaskInfo:
-        """The facts this task declares (:class:`TaskInfo`). The base class declares :attr:`num_tasks` and
-        :meth:`reward_bounds`, an oracle where the task defines :meth:`oracle`, and a discrete view where it defines
-        :meth:`action_menu` and :meth:`state_keys`; a task adds what else it knows, e.g.
+        """The facts this task declares (:class:`TaskInfo`). The base class declares :attr:`num_tasks`,
+        :meth:`reward_bounds`, :attr:`process_reward` and an oracle where the task defines :meth:`oracle` (a
+        :class:`~agentgym.wrappers.DiscreteView` adds its discrete view); a task adds what else it knows, e.g.
         ``replace(super().task_info, data_checksum=...)``."""
-        cls = type(self)
         return TaskInfo(
             num_tasks=self.num_tasks,
             reward_bounds=self.reward_bounds(),
-            discrete_view=cls.action_menu is not ToolEnv.action_menu and cls.state_keys is not ToolEnv.state_keys,
-            oracle=cls.oracle is not ToolEnv.oracle,
+            process_reward=self.process_reward,
+            oracle=type(self).oracle is not ToolEnv.oracle,
         )
-
-    def state_key(self) -> Hashable:
-        """The discrete state for tabular learners; by default the summary."""
-        return self.summary()
-
-    def state_keys(self) -> Sequence[Hashable]:
-        """Every value :meth:`state_key` can take, in a fixed order (the discrete observation space)."""
-        raise NotImplementedError(f"{type(self).__name__} declares no finite set of state keys")
-
-    def action_menu(self) -> list[str]:
-        """A finite menu of canonical action strings (the discrete action space)."""
-        raise NotImplementedError(f"{type(self).__name__} declares no finite action menu")
 
     def call_time_limit(self) -> float | None:
         """The longest one tool call of this task may run, in seconds, or None (the default) when no tool does work

@@ -1,22 +1,24 @@
-"""Wrappers over tool envs: the spaces classic RL libraries expect (:class:`DiscreteToolActions`), and retry with
-reflection (:class:`Retry`)."""
+"""Wrappers over tool envs: the discrete view classic RL libraries expect (:class:`DiscreteView`, the hooks a task
+defines, and :class:`DiscreteToolActions`, the wrapper that serves them), and retry with reflection (:class:`Retry`)."""
 
 from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from agentgym.core import ToolEnv, parts_of, safe_text
+from agentgym.core import TaskInfo, ToolEnv, parts_of, safe_text
 
 __all__ = [
     "RETRY_HEADER",
     "DiscreteToolActions",
+    "DiscreteView",
     "Retry",
     "as_discrete",
     "attempts_of",
@@ -25,12 +27,36 @@ __all__ = [
 ]
 
 
+class DiscreteView:
+    """The hooks of a tool task's discrete view, mixed in before :class:`~agentgym.core.ToolEnv`
+    (``class CliffWalkEnv(DiscreteView, ToolEnv)``): a finite menu of canonical actions and a finite set of state
+    keys, which :class:`DiscreteToolActions` serves as ``Discrete`` spaces. The task declares
+    ``TaskInfo.discrete_view``."""
+
+    def state_key(self) -> Hashable:
+        """The discrete state for tabular learners; by default the one-line summary."""
+        return self.summary()  # type: ignore[attr-defined]  # mixed into a ToolEnv
+
+    def state_keys(self) -> Sequence[Hashable]:
+        """Every value :meth:`state_key` can take, in a fixed order (the discrete observation space)."""
+        raise NotImplementedError(f"{type(self).__name__} declares no finite set of state keys")
+
+    def action_menu(self) -> list[str]:
+        """A finite menu of canonical action strings (the discrete action space); read at every step, so it can
+        name the episode's city or table."""
+        raise NotImplementedError(f"{type(self).__name__} declares no finite action menu")
+
+    @property
+    def task_info(self) -> TaskInfo:
+        return replace(super().task_info, discrete_view=True)  # type: ignore[misc]  # the ToolEnv's facts
+
+
 class DiscreteToolActions(gym.Wrapper[int, int, str, str], gym.utils.RecordConstructorArgs):
     """``Discrete`` actions over a tool env's menu of canonical calls, ``Discrete`` observations over
     its declared state keys.
 
-    Action ``i`` sends ``env.action_menu()[i]`` (read at every step, so a menu can name the episode's
-    city or table) through the full tool layer (parse, validate, execute);
+    Action ``i`` sends ``env.action_menu()[i]`` (:class:`DiscreteView`) through the full tool layer (parse,
+    validate, execute);
     the observation is the index of ``env.state_key()`` in ``env.state_keys()``. The text observation
     is kept in ``info["text"]``. Q-learning, REINFORCE, Stable-Baselines3's DQN/PPO and anything else
     that takes ``Discrete`` spaces train on every task through this wrapper.
@@ -40,8 +66,8 @@ class DiscreteToolActions(gym.Wrapper[int, int, str, str], gym.utils.RecordConst
         gym.utils.RecordConstructorArgs.__init__(self)
         gym.Wrapper.__init__(self, env)
         base = env.unwrapped
-        if not isinstance(base, ToolEnv):
-            raise TypeError(f"DiscreteToolActions wraps a ToolEnv, got {type(base).__name__}")
+        if not isinstance(base, ToolEnv) or not isinstance(base, DiscreteView):
+            raise TypeError(f"DiscreteToolActions wraps a ToolEnv with a DiscreteView, got {type(base).__name__}")
         self._base = base
         self.state_keys: list[Any] = list(base.state_keys())
         self._index = {key: i for i, key in enumerate(self.state_keys)}
@@ -80,10 +106,11 @@ def as_discrete(env: gym.Env) -> gym.Env:
     """``env`` itself if its spaces are already ``Discrete``, else wrapped in :class:`DiscreteToolActions`."""
     if isinstance(env.action_space, spaces.Discrete) and isinstance(env.observation_space, spaces.Discrete):
         return env
-    if isinstance(env.unwrapped, ToolEnv):
+    if isinstance(env.unwrapped, DiscreteView):
         return DiscreteToolActions(env)
     raise TypeError(
-        f"need Discrete action and observation spaces or a ToolEnv; got {env.action_space} / {env.observation_space}"
+        "need Discrete action and observation spaces or a ToolEnv with a DiscreteView; "
+        f"got {env.action_space} / {env.observation_space}"
     )
 
 

@@ -10,6 +10,7 @@ from pydantic import BeforeValidator
 
 from agentgym.core import ToolEnv
 from agentgym.tools import ToolCall, ToolResult, tool
+from agentgym.wrappers import DiscreteView
 
 __all__ = ["CliffWalkEnv", "CliffWalkOracle", "draw_path"]
 
@@ -49,7 +50,7 @@ def _direction(value: Any) -> Any:
 Direction = Annotated[Literal["up", "right", "down", "left"], BeforeValidator(_direction)]
 
 
-class CliffWalkEnv(ToolEnv):
+class CliffWalkEnv(DiscreteView, ToolEnv):
     """CliffWalk: walk along a cliff edge to the goal without falling, using a move tool.
 
     The grid has 4 rows and 12 columns; positions are ``(row, col)`` with row 0 at the top. The

@@ -11,14 +11,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from agentgym.core import TaskInfo, ToolEnv, process_reward_weight
+from agentgym import core
+from agentgym.core import TaskInfo, ToolEnv
 from agentgym.data import sha256_file
 from agentgym.envs.code_data import TASK_FILES, CodeTask, candidates, load_tasks
 from agentgym.envs.sandbox import Sandbox, SandboxResult, TestReport
 from agentgym.tools import ToolCall, ToolResult, tool
-from agentgym.wrappers import candidate_state_key, candidate_state_keys
+from agentgym.wrappers import DiscreteView, candidate_state_key, candidate_state_keys
 
 __all__ = ["CANDIDATES", "CodeOracle", "CodeSandboxEnv", "RewardWeights", "python_fence"]
 
@@ -35,10 +36,8 @@ BUILTIN_ERRORS = frozenset(
 code chose (a class made with ``type(text, ...)`` or a forged record) and reads ``an exception``."""
 
 
-class RewardWeights(BaseModel):
+class RewardWeights(core.RewardWeights):
     """CodeSandbox's reward terms (all reported in ``info["reward_components"]``)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     hidden_tests: float = Field(1.0, description="At submit: this times the fraction of hidden tests passed.")
     test_improvement: float = Field(
@@ -46,7 +45,6 @@ class RewardWeights(BaseModel):
         description="Process reward: this times each rise of the best fraction of visible tests passed by "
         "run_tests in the episode (so at most this much per episode).",
     )
-    invalid_action: float = Field(0.0, description="An action that cannot be parsed or validated.")
 
 
 _TASK_TEXT = """\
@@ -66,7 +64,7 @@ episode and scores your code on {hidden} hidden tests (the reward is the fractio
 {timeout:g} s time limit."""
 
 
-class CodeSandboxEnv(ToolEnv):
+class CodeSandboxEnv(DiscreteView, ToolEnv):
     """CodeSandbox: write a Python function to a spec, test it in a sandbox, and submit it to hidden unit tests.
 
     The agent gets a problem ("Run-length encode a string …"), the function's signature and two visible tests,
@@ -168,13 +166,13 @@ class CodeSandboxEnv(ToolEnv):
         history: int = 0,
         render_mode: str | None = None,
     ) -> None:
-        super().__init__(history=history, render_mode=render_mode)
-        weights = rewards.model_dump() if isinstance(rewards, RewardWeights) else dict(rewards or {})
-        if test_improvement_reward is not None:
-            weights["test_improvement"] = test_improvement_reward
-        self.rewards = RewardWeights.model_validate(weights)
-        self.invalid_action_reward = self.rewards.invalid_action
-        self.process_reward = process_reward_weight(process_reward)
+        self.rewards: RewardWeights
+        super().__init__(
+            rewards=RewardWeights.of(rewards, test_improvement=test_improvement_reward),
+            process_reward=process_reward,
+            history=history,
+            render_mode=render_mode,
+        )
         if split not in ("train", "test", "all"):
             raise ValueError(f"split must be 'train', 'test' or 'all', got {split!r}")
         self.split = split
@@ -358,7 +356,6 @@ class CodeSandboxEnv(ToolEnv):
             super().task_info,
             split=self.split,
             data_checksum=self.data_checksum,
-            process_reward=self.process_reward,
             parallel_episodes=True,
             discrete_view=not self._discrete_problem,
         )

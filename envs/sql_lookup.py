@@ -12,9 +12,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from agentgym.core import TaskInfo, ToolEnv, process_reward_weight
+from agentgym import core
+from agentgym.core import TaskInfo, ToolEnv
 from agentgym.data import sha256_file
 from agentgym.envs.sql_data import (
     DATABASE_V0,
@@ -29,7 +30,7 @@ from agentgym.envs.sql_data import (
 )
 from agentgym.envs.sql_safety import QueryError, QueryResult, ReadOnlySQLite, TableInfo
 from agentgym.tools import ToolCall, ToolError, ToolResult, tool
-from agentgym.wrappers import candidate_state_key, candidate_state_keys
+from agentgym.wrappers import DiscreteView, candidate_state_key, candidate_state_keys
 
 __all__ = [
     "REL_TOL",
@@ -205,10 +206,8 @@ def looks_empty(result: QueryResult) -> bool:
 # ============================================================================ the env
 
 
-class RewardWeights(BaseModel):
+class RewardWeights(core.RewardWeights):
     """SQLLookup's reward terms (all reported in ``info["reward_components"]``)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     correct: float = Field(1.0, description="An answer whose result matches the gold result.")
     explore_query: float = Field(
@@ -217,7 +216,6 @@ class RewardWeights(BaseModel):
     tool_cost: float = Field(
         0.0, ge=0, description="Subtracted for every list_tables, describe_table and run_sql call (a budget)."
     )
-    invalid_action: float = Field(0.0, description="An action that cannot be parsed or validated.")
 
 
 Answer = str | int | float | bool | None | list[str | int | float | bool | None | list[str | int | float | bool | None]]
@@ -231,7 +229,7 @@ _TASK_TEXT = (
 )
 
 
-class SQLLookupEnv(ToolEnv):
+class SQLLookupEnv(DiscreteView, ToolEnv):
     """SQLLookup: answer a natural-language question about a SQLite database by exploring it with SQL.
 
     The agent sees a question ("How many customers are based in Germany?") about a database it has
@@ -350,16 +348,13 @@ class SQLLookupEnv(ToolEnv):
         history: int = 0,
         render_mode: str | None = None,
     ) -> None:
-        super().__init__(history=history, render_mode=render_mode)
-        self.process_reward = process_reward_weight(process_reward)
-        """The most process reward an episode can earn (0: none)."""
-        weights = rewards.model_dump() if isinstance(rewards, RewardWeights) else dict(rewards or {})
-        if explore_reward is not None:
-            weights["explore_query"] = explore_reward
-        if tool_cost is not None:
-            weights["tool_cost"] = tool_cost
-        self.rewards = RewardWeights.model_validate(weights)
-        self.invalid_action_reward = self.rewards.invalid_action
+        self.rewards: RewardWeights
+        super().__init__(
+            rewards=RewardWeights.of(rewards, explore_query=explore_reward, tool_cost=tool_cost),
+            process_reward=process_reward,
+            history=history,
+            render_mode=render_mode,
+        )
         if not isinstance(max_rows, int) or max_rows < 1:
             raise ValueError(f"max_rows must be a positive int, got {max_rows!r}")
         if not isinstance(query_cache, int) or query_cache < 0:
@@ -637,7 +632,6 @@ class SQLLookupEnv(ToolEnv):
             super().task_info,
             split=self.split,
             data_checksum=self.data_checksum,
-            process_reward=self.process_reward,
             discrete_view=not self._discrete_problem,
         )
 

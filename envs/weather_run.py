@@ -9,9 +9,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from agentgym.core import TaskInfo, ToolEnv, process_reward_weight
+from agentgym import core
+from agentgym.core import TaskInfo, ToolEnv
 from agentgym.data import sha256_file
 from agentgym.envs.weather_backends import HTTPWeather, RandomWeather, SnapshotWeather, WeatherBackend
 from agentgym.envs.weather_data import (
@@ -24,6 +25,7 @@ from agentgym.envs.weather_data import (
     load_snapshot,
 )
 from agentgym.tools import ToolCall, ToolError, ToolResult, tool
+from agentgym.wrappers import DiscreteView
 
 __all__ = ["REQUIRED_TOOLS", "RewardWeights", "WeatherOracle", "WeatherRunEnv"]
 
@@ -31,19 +33,16 @@ REQUIRED_TOOLS = ("get_weather", "get_air_quality")
 """The lookups the decision rule needs; each pays ``process_reward / 2`` once per episode (when it is on)."""
 
 
-class RewardWeights(BaseModel):
+class RewardWeights(core.RewardWeights):
     """WeatherRun's reward terms (R = α·success − β·cost, in the components below)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     correct: float = Field(1.0, description="A correct answer given after get_weather.")
     both_tools: float = Field(0.5, description="Added to a correct answer when both lookups were made.")
     no_tools: float = Field(-0.5, description="Answering without calling any tool.")
     tool_cost: float = Field(0.0, ge=0, description="Subtracted for every get_weather/get_air_quality call.")
-    invalid_action: float = Field(0.0, description="An action that cannot be parsed or validated.")
 
 
-class WeatherRunEnv(ToolEnv):
+class WeatherRunEnv(DiscreteView, ToolEnv):
     """WeatherRun: decide whether it is a good day to go running in a city, after looking it up.
 
     The agent is asked about one (city, date). A day is suitable iff ``10 ≤ temperature ≤ 25 °C``
@@ -112,14 +111,13 @@ class WeatherRunEnv(ToolEnv):
         history: int = 0,
         render_mode: str | None = None,
     ) -> None:
-        super().__init__(history=history, render_mode=render_mode)
-        self.process_reward = process_reward_weight(process_reward)
-        """The most process reward an episode can earn (0: none)."""
-        weights = rewards.model_dump() if isinstance(rewards, RewardWeights) else dict(rewards or {})
-        if tool_cost is not None:
-            weights["tool_cost"] = tool_cost
-        self.rewards = RewardWeights.model_validate(weights)
-        self.invalid_action_reward = self.rewards.invalid_action
+        self.rewards: RewardWeights
+        super().__init__(
+            rewards=RewardWeights.of(rewards, tool_cost=tool_cost),
+            process_reward=process_reward,
+            history=history,
+            render_mode=render_mode,
+        )
         self._cost = {"tool_cost": -self.rewards.tool_cost} if self.rewards.tool_cost else {}
         path = Path(snapshot) if snapshot else SNAPSHOT_V0
         self.data_checksum = sha256_file(path)
@@ -326,9 +324,7 @@ class WeatherRunEnv(ToolEnv):
 
     @property
     def task_info(self) -> TaskInfo:
-        return replace(
-            super().task_info, split=self.split, data_checksum=self.data_checksum, process_reward=self.process_reward
-        )
+        return replace(super().task_info, split=self.split, data_checksum=self.data_checksum)
 
     def state_key(self) -> str:
         if self.decision is not None:

@@ -11,15 +11,16 @@ from pathlib import Path
 
 import gymnasium as gym
 import pytest
+from pydantic import Field
 
 import agentgym
 from agentgym.app.env_server import EnvServer
-from agentgym.core import TaskInfo, ToolEnv, task_info
+from agentgym.core import RewardWeights, TaskInfo, ToolEnv, task_info
 from agentgym.data import sha256_file
 from agentgym.envs.sandbox import layer_status
 from agentgym.envs.sql_lookup import SQLLookupEnv
 from agentgym.registration import ENV_IDS, make_env, split_kwargs
-from agentgym.wrappers import DiscreteToolActions
+from agentgym.wrappers import DiscreteToolActions, DiscreteView
 
 SHIPPED = {sha256_file(path) for path in (Path(agentgym.envs.__file__).parent / "data").iterdir()}
 """The checksums of the data files the package ships: a declared checksum is one of them."""
@@ -106,6 +107,44 @@ def test_the_base_class_declares_its_hooks_and_a_plain_env_declares_nothing():
     assert task_info(gym.make("CartPole-v1")) == TaskInfo()
     with pytest.raises(FrozenInstanceError):
         TaskInfo().num_tasks = 3
+    # the discrete-view hooks live with the discrete view: a task without it has none, and the wrapper says why
+    assert not any(hasattr(Bare(), hook) for hook in ("action_menu", "state_keys", "state_key"))
+    with pytest.raises(TypeError, match="DiscreteView"):
+        DiscreteToolActions(Bare())
+
+    class Menu(DiscreteView, Bare):
+        def state_keys(self):
+            return ["-"]
+
+        def action_menu(self):
+            return ['<tool_call>{"name": "none", "arguments": {}}</tool_call>']
+
+    assert Menu().task_info == TaskInfo(discrete_view=True) and Menu().state_key() == "-"  # the summary by default
+    view = DiscreteToolActions(Menu())
+    assert view.reset()[0] == 0 and view.action_space.n == 1
+
+
+class Weights(RewardWeights):
+    correct: float = 1.0
+    tool_cost: float = Field(0.0, ge=0)
+
+
+def test_reward_weights_are_one_mechanism_every_task_shares():
+    assert Weights.of() == Weights() and Weights.of(None, tool_cost=None) == Weights()  # a None shortcut sets nothing
+    assert Weights.of({"correct": 2.0}, tool_cost=0.1) == Weights(correct=2.0, tool_cost=0.1)
+    assert Weights.of(Weights(correct=3.0)).correct == 3.0
+    for bad, name in (({"corect": 1.0}, "corect"), ({"tool_cost": -1.0}, "tool_cost")):
+        with pytest.raises(ValueError, match=name):
+            Weights.of(bad)
+    # each task's weights are these, with invalid_action paid by the loop and process_reward bounded by the base class
+    for env_id in ("agentgym/WeatherRun-v0", "agentgym/SQLLookup-v0", "agentgym/CodeSandbox-v0"):
+        env = gym.make(env_id, rewards={"invalid_action": -0.25}, process_reward=0.5)
+        assert isinstance(env.unwrapped.rewards, RewardWeights) and env.unwrapped.process_reward == 0.5
+        env.reset(seed=0)
+        assert env.step("no call here")[1] == -0.25
+        with pytest.raises(ValueError, match="process_reward"):
+            gym.make(env_id, process_reward=-1)
+        env.close()
 
 
 def test_tasks_without_distractors_declare_no_discrete_view(tmp_path):
