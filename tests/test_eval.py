@@ -284,3 +284,35 @@ def test_provenance_is_in_the_timing_block_and_the_rest_stays_byte_identical(tmp
     (tmp_path / "w" / "summary.json").write_text(json.dumps(before))  # a summary written before provenance existed
     loaded = load_summary(tmp_path / "w")
     assert loaded.timing.provenance is None and loaded.timing.started_at is None and loaded.episodes == 3
+
+
+def test_one_rule_for_which_episodes_an_evaluation_plays():
+    from types import SimpleNamespace
+
+    from agentgym.app.evaluation import evaluate
+    from agentgym.registration import DEFAULT_EPISODES, eval_kwargs, eval_resets
+    from agentgym.trainers.config import EvalConfig
+    from agentgym.trainers.rollout import evaluate_split
+
+    # the in-memory loop and the benchmark runner play the same episodes: every test task once, or 100 seeds
+    for env_id, split, n in (
+        ("agentgym/WeatherRun-v0", "test", 100),
+        ("agentgym/CliffWalk-v0", None, DEFAULT_EPISODES),
+    ):
+        env = gym.make(env_id, **eval_kwargs(env_id, split))
+        memory = evaluate(env.unwrapped.oracle(), env, seed=5)
+        runner = evaluate_agent(env_id, "oracle", split=split, seed=5)
+        assert memory.episodes == runner.episodes == n and memory.returns == runner.returns
+    assert eval_resets(3, None, 7) == [{"seed": 7 + i, "options": {"task_index": i}} for i in range(3)]
+    assert eval_resets(3, 2, 7) == [{"seed": 7}, {"seed": 8}]  # a count draws tasks from the seeds
+    with pytest.raises(ValueError, match="at least 1"):
+        eval_resets(None, 0)
+    # one split rule for trainers and applications: an env without splits has only its test configuration
+    assert eval_kwargs("agentgym/CliffWalk-v0", "test") == {}
+    config = EvalConfig(env_id="agentgym/CliffWalk-v0", eval_split="train")
+    for play in (
+        lambda: evaluate_agent("agentgym/CliffWalk-v0", "oracle", split="train"),
+        lambda: evaluate_split(SimpleNamespace(), config),
+    ):  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="has no splits"):
+            play()

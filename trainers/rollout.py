@@ -40,7 +40,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentgym.core import Turn, parts_of, past_turn, recent_turns, task_info
-from agentgym.registration import split_kwargs
+from agentgym.registration import eval_kwargs, eval_resets
 from agentgym.tools import ToolCall
 from agentgym.trainers.decoding import PrefixCache
 from agentgym.trainers.llm import LLMPolicy
@@ -443,17 +443,14 @@ def evaluate_llm(
     batch_size: int = 64,
     seed: int = 0,
 ) -> dict[str, float]:
-    """Greedy evaluation: every task of the env once (or ``episodes`` seeded resets), in batches.
+    """Greedy evaluation of the episodes :func:`~agentgym.registration.eval_resets` names (``episodes=None``: every
+    task of the env once, or :data:`~agentgym.registration.DEFAULT_EPISODES` seeded episodes), in batches.
 
     Returns :func:`episode_metrics` (``success`` is the success rate) plus ``episodes``.
     """
     greedy = config.model_copy(update={"temperature": 0.0})
     probe = gym.make(env_id, **(env_kwargs or {}))
-    num_tasks = task_info(probe).num_tasks
-    if episodes is None and num_tasks:
-        resets = [{"seed": seed, "options": {"task_index": i}} for i in range(num_tasks)]
-    else:
-        resets = [{"seed": seed + i} for i in range(episodes or 100)]
+    resets = eval_resets(task_info(probe).num_tasks, episodes, seed)
     envs = [probe] + [gym.make(env_id, **(env_kwargs or {})) for _ in range(min(batch_size, len(resets)) - 1)]
     results: list[Episode] = []
     for start in range(0, len(resets), batch_size):
@@ -473,14 +470,15 @@ def evaluate_split(
 ) -> dict[str, float]:
     """:func:`evaluate_llm` as a trainer's config describes it (any config built on
     :class:`~agentgym.trainers.config.EvalConfig`): ``config.env_id``'s ``split`` (default ``config.eval_split``)
-    made with ``config.eval_env_kwargs`` (``config.env_kwargs`` when None), played with ``config.rollout``,
+    made with ``config.eval_env_kwargs`` (``config.env_kwargs`` when None; the split rule of
+    :func:`~agentgym.registration.eval_kwargs`), played with ``config.rollout``,
     ``episodes`` (default ``config.eval_episodes``; None: every task once)."""
     from agentgym.trainers.config import EvalConfig
 
     if not isinstance(config, EvalConfig):
         raise TypeError(f"evaluate_split takes a config built on EvalConfig, not {type(config).__name__}")
-    eval_kwargs = config.env_kwargs if config.eval_env_kwargs is None else config.eval_env_kwargs
-    env_kwargs = split_kwargs(config.env_id, config.eval_split if split is None else split, eval_kwargs)
+    kwargs = config.env_kwargs if config.eval_env_kwargs is None else config.eval_env_kwargs
+    env_kwargs = eval_kwargs(config.env_id, config.eval_split if split is None else split, kwargs)
     return evaluate_llm(
         policy, config.env_id, config.rollout, env_kwargs=env_kwargs, episodes=episodes or config.eval_episodes
     )

@@ -54,16 +54,14 @@ from agentgym.app.reports import (
 )
 from agentgym.core import task_info
 from agentgym.envs.remote import RemoteEnv
-from agentgym.registration import split_kwargs
+from agentgym.registration import eval_kwargs, eval_resets
 from agentgym.wrappers import DiscreteToolActions, Retry, as_discrete, attempts_of
 
 __all__ = [
-    "DEFAULT_EPISODES",
     "EvalReport",
     "RandomAgent",
     "RetryStats",
     "default_suite",
-    "eval_split_kwargs",
     "evaluate",
     "evaluate_agent",
     "evaluate_suite",
@@ -73,11 +71,6 @@ __all__ = [
 ]
 
 AGENT_SPECS = "'random', 'oracle', 'qtable:PATH', 'torch:PATH', 'hf:PATH_OR_HUB_ID' or 'openai:MODEL@BASE_URL'"
-
-DEFAULT_EPISODES = 100
-"""Episodes a benchmark run plays on an env without a fixed task list (CliffWalk): seeds ``seed`` to
-``seed + 99``, what the leaderboard plays. 100 episodes make a 95 % CI of a success rate at most ±10 points
-wide; a CliffWalk episode takes milliseconds, so they cost well under a second for the built-in agents."""
 
 
 class EvalReport(BaseModel):
@@ -115,24 +108,22 @@ def evaluate(
     agent: str = "",
     max_steps: int = 10_000,
 ) -> EvalReport:
-    """Run episodes and report. Episode ``i`` is reset with ``seed + i``.
+    """Run episodes in memory and report. Episodes are :func:`~agentgym.registration.eval_resets`: episode ``i``
+    is reset with ``seed + i``; ``episodes=None`` plays every task of an env with a fixed task list once (e.g.
+    WeatherRun's frozen test split), else :data:`~agentgym.registration.DEFAULT_EPISODES` seeded episodes.
 
     ``policy`` is an object with SB3's ``predict(obs) -> (action, state)`` or a plain callable
-    ``obs -> action``. ``episodes=None`` plays every task of an env with a fixed task list once
-    (``options={"task_index": i}``; e.g. WeatherRun's frozen test split), else 10 episodes.
-    ``max_steps`` caps an episode on an env without a time limit.
+    ``obs -> action``. ``max_steps`` caps an episode on an env without a time limit.
     """
-    num_tasks = task_info(env).num_tasks
-    all_tasks = episodes is None and num_tasks is not None
-    episodes = num_tasks if all_tasks else (episodes or 10)
+    resets = eval_resets(task_info(env).num_tasks, episodes, seed)
     act: Callable[[Any], Any]
     if hasattr(policy, "predict"):
         act = lambda obs: policy.predict(obs, deterministic=True)[0]  # noqa: E731
     else:
         act = policy
     returns, lengths, successes = [], [], []
-    for i in range(episodes):
-        obs, info = env.reset(seed=seed + i, options={"task_index": i} if all_tasks else None)
+    for reset in resets:
+        obs, info = env.reset(**reset)
         total, length = 0.0, 0
         for length in range(1, max_steps + 1):  # noqa: B007
             obs, reward, terminated, truncated, info = env.step(act(obs))
@@ -145,7 +136,7 @@ def evaluate(
     return EvalReport(
         env_id=env.spec.id if env.spec else None,
         agent=agent or type(policy).__name__,
-        episodes=episodes,
+        episodes=len(resets),
         seed=seed,
         mean_return=float(np.mean(returns)),
         std_return=float(np.std(returns)),
@@ -532,12 +523,12 @@ def evaluate_agent(
     """Play ``agent`` (a spec string, see the module docstring, or any object with SB3's ``predict(obs)`` playing
     the text env, recorded under its class name) on ``env_id`` and summarise the run.
 
-    Episode ``i`` is ``env.reset(seed=seed + i)``; with ``episodes=None`` an env with a fixed task
-    list plays each task once (episode ``i`` is task ``i``), other envs play :data:`DEFAULT_EPISODES`
-    (100). ``split`` sets the env's ``split`` argument where it has one (``env_kwargs`` may also name it).
-    An env without splits (CliffWalk) has one configuration, so its test set is that configuration over
-    the seeded episodes: ``split="test"`` is accepted there (and recorded as no split), any other split
-    is a ``ValueError``.
+    The episodes are :func:`~agentgym.registration.eval_resets`: episode ``i`` is ``env.reset(seed=seed + i)``; with
+    ``episodes=None`` an env with a fixed task list plays each task once (episode ``i`` is task ``i``), other envs
+    play :data:`~agentgym.registration.DEFAULT_EPISODES` (100). ``split`` sets the env's ``split`` argument where it
+    has one (``env_kwargs`` may also name it; :func:`~agentgym.registration.eval_kwargs`): an env without splits
+    (CliffWalk) has one configuration, so its test set is that configuration over the seeded episodes, and
+    ``split="test"`` is accepted there (and recorded as no split), any other split is a ``ValueError``.
 
     ``out_dir`` gets ``run.json``, ``episodes.jsonl`` (one record per finished episode, flushed as it
     ends) and ``summary.json``; without it nothing is written. ``resume=True`` continues the run in
@@ -563,8 +554,7 @@ def evaluate_agent(
     env's time limit, one reward per action, within the env's ``reward_bounds()`` if it states them) and
     refuses a damaged ``run.json`` or ``episodes.jsonl`` with a ``ValueError`` naming the file and line.
     """
-    if episodes is not None and episodes < 1:
-        raise ValueError(f"episodes must be at least 1, got {episodes}")
+    eval_resets(None, episodes)  # checks episodes
     if concurrency < 1:
         raise ValueError(f"concurrency must be at least 1, got {concurrency}")
     if resume and out_dir is None:
@@ -572,7 +562,7 @@ def evaluate_agent(
     policy = None
     if not isinstance(retry, int) or retry < 1:
         raise ValueError(f"retry must be an int >= 1 (attempts per episode), got {retry!r}")
-    kwargs = eval_split_kwargs(env_id, split, env_kwargs)
+    kwargs = eval_kwargs(env_id, split, env_kwargs)
 
     def make() -> gym.Env:
         # Gymnasium's passive env checker breaks every step after a reset that raised (gymnasium 1.4), which would
@@ -585,8 +575,8 @@ def evaluate_agent(
         info = task_info(probe)
         num_tasks = info.num_tasks
         all_tasks = episodes is None and bool(num_tasks)
-        n = num_tasks if all_tasks else (episodes or DEFAULT_EPISODES)
-        resets = [{"seed": seed + i, **({"options": {"task_index": i}} if all_tasks else {})} for i in range(n)]
+        resets = eval_resets(num_tasks, episodes, seed)
+        n = len(resets)
         if not isinstance(agent, str):  # a policy object: played on the text env, one episode after another
             if not callable(getattr(agent, "predict", None)):
                 raise ValueError(f"agent must be a spec string ({AGENT_SPECS}) or an object with predict(obs)")
@@ -679,8 +669,8 @@ def evaluate_suite(
     Each env's run goes to :func:`suite_run_dir` (a run directory like ``evaluate_agent``'s, so
     ``agentgym report`` and ``resume=True`` work on it), and ``out_dir/suite.md`` gets the table of all
     of them. ``kwargs`` are :func:`evaluate_agent`'s, applied to every env; ``episodes`` (default: every
-    task once, :data:`DEFAULT_EPISODES` on CliffWalk) too. ``on_run(env_id, summary)`` is called after each
-    env. Every env id is checked before any episode is played.
+    task once, :data:`~agentgym.registration.DEFAULT_EPISODES` on CliffWalk) too. ``on_run(env_id, summary)`` is
+    called after each env. Every env id is checked before any episode is played.
     """
     from agentgym.app.reports import markdown_table
 
@@ -699,18 +689,6 @@ def evaluate_suite(
     table = markdown_table({env_id.rpartition("/")[2]: s for env_id, s in summaries.items()})
     (Path(out_dir) / "suite.md").write_text(table + "\n", encoding="utf-8")
     return summaries
-
-
-def eval_split_kwargs(env_id: str, split: str | None, env_kwargs: dict[str, Any] | None) -> dict[str, Any]:
-    """``env_kwargs`` with ``split``; an env without splits takes ``"test"`` as its one configuration and
-    refuses any other split (it used to ignore them silently)."""
-    kwargs = split_kwargs(env_id, split, env_kwargs)
-    if split is not None and split != "test" and "split" not in kwargs:
-        raise ValueError(
-            f"{env_id} has no splits: its test set is its one configuration over seeded episodes "
-            f"(--episodes, default {DEFAULT_EPISODES}); use --split test or no --split, not {split!r}"
-        )
-    return kwargs
 
 
 def _stored_summary(out: Path, fresh: RunSummary) -> RunSummary | None:

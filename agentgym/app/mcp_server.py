@@ -70,9 +70,10 @@ from mcp.server.stdio import stdio_server
 
 import agentgym
 from agentgym.app.env_server import BoundedUvicorn, RequestGuard, ServerLimits
-from agentgym.app.evaluation import DEFAULT_EPISODES, episode_error, episode_tasks, eval_split_kwargs
+from agentgym.app.evaluation import episode_error, episode_tasks
 from agentgym.app.reports import EpisodeRecord, RunConfig, RunSummary, run_timing, summarize, to_json, write_json
 from agentgym.core import task_info
+from agentgym.registration import eval_kwargs, eval_resets
 from agentgym.tools import ToolCall
 
 __all__ = [
@@ -117,7 +118,7 @@ class EpisodeHost:
     """One env playing a fixed list of episodes, one after another, as a client calls (thread-safe).
 
     Transport-free: :func:`build_server` puts it behind MCP. ``episodes=None`` plays every task of an env
-    with a task list once (else :data:`~agentgym.app.evaluation.DEFAULT_EPISODES` seeded episodes), exactly
+    with a task list once (else :data:`~agentgym.registration.DEFAULT_EPISODES` seeded episodes), exactly
     the resets ``agentgym eval`` plays; ``out_dir`` gets an eval run directory (refused if it already holds
     episodes).
     """
@@ -133,9 +134,8 @@ class EpisodeHost:
         out_dir: str | Path | None = None,
         transport: str = "stdio",
     ) -> None:
-        if episodes is not None and episodes < 1:
-            raise ValueError(f"episodes must be at least 1, got {episodes}")
-        kwargs = eval_split_kwargs(env_id, split, env_kwargs)
+        eval_resets(None, episodes)  # checks episodes
+        kwargs = eval_kwargs(env_id, split, env_kwargs)
         self.env = gym.make(env_id, disable_env_checker=True, **kwargs)
         base = self.env.unwrapped
         self.tools = dict(getattr(base, "tools", {}))
@@ -145,8 +145,8 @@ class EpisodeHost:
             raise ValueError(f"{env_id} has a tool named {NEXT_TASK!r}, the name of the server's control tool")
         num_tasks = task_info(self.env).num_tasks
         all_tasks = episodes is None and bool(num_tasks)
-        n = num_tasks if all_tasks else (episodes or DEFAULT_EPISODES)
-        self.resets = [{"seed": seed + i, **({"options": {"task_index": i}} if all_tasks else {})} for i in range(n)]
+        self.resets = eval_resets(num_tasks, episodes, seed)
+        n = len(self.resets)
         self.config = RunConfig(
             env_id=env_id,
             env_kwargs=json.loads(json.dumps(kwargs, default=str)),
