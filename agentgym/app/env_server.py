@@ -228,12 +228,12 @@ class Sessions:
             unwrapped, info = probe.unwrapped, task_info(probe)
             bounds = info.reward_bounds
             self.discrete_spaces: dict[str, Any] = {}  # empty: the env has no discrete view
-            if isinstance(unwrapped, ToolEnv):
+            if info.discrete_view:
                 try:
                     view = DiscreteToolActions(probe)
                     self.discrete_spaces = {"observation_space": describe_space(view.observation_space),
                                             "action_space": describe_space(view.action_space)}  # fmt: skip
-                except (NotImplementedError, ValueError):  # no menu or state keys (a task of one's own)
+                except (NotImplementedError, ValueError):  # a declared view whose hooks fail: served without it
                     pass
             self.description = {
                 "env_id": env_id,
