@@ -111,7 +111,7 @@ class EpisodeRecord(BaseModel):
         if not isinstance(line, str | bytes):
             return cls.model_validate(convert_old_line(line))
         record = cls.model_validate_json(line)  # pydantic's errors for what is not a record at all
-        if len(record.reward_components) == len(record.rewards) and (record.rewards or not record.actions):
+        if "reward_components" in record.model_fields_set:
             return record
         return cls.model_validate(convert_old_line(json.loads(line)))  # written before this record
 

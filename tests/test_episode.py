@@ -70,6 +70,9 @@ def test_an_old_training_log_is_converted_and_audits_as_before(tmp_path):
         assert (record.training_step, record.training_reward) == (line["step"], line["reward"])
         assert record.total_reward == line["env_reward"] and record.turns == line["turns"]
         assert record.completion_tokens == line["response_tokens"] and record.observations == []
+    empty = {"step": 3, "reset": {"seed": 1}, "reward": -0.5, "env_reward": 0.0, "success": False, "turns": 0}
+    record = EpisodeRecord.from_line(json.dumps(empty | {"response_tokens": 0, "actions": []}))  # cut before acting
+    assert (record.training_step, record.training_reward, record.rewards) == (3, -0.5, [])
     report = audit_run(old, quantile=0.0, max_replays=0)
     assert report.episodes == len(lines) and report.rule_fail_rate == 1.0  # no episode of that run succeeded
     assert [e["training_step"] for e in report.flagged] == [1] * len(lines)

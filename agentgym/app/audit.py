@@ -103,7 +103,8 @@ class AuditReport(BaseModel):
     """Share of audited (top-reward) episodes whose rule-based verification fails."""
     rule_fail_rate_by_step: dict[int, float]
     flagged: list[dict[str, Any]]
-    """Flagged top episodes, highest reward first, each with its ``flags``."""
+    """Flagged top episodes, highest reward first: each record (without its observations) with its ``flags`` and
+    ``tokens_per_turn``."""
     replayed: int = 0
     """Audited episodes replayed in the run's env (see the module docstring)."""
     process_bound: float | None = None
