@@ -773,7 +773,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Turn logged episodes into training data: DIR/sft.jsonl (successful episodes; for train sft "
         "--set data=...), DIR/pairs.jsonl (same task, better vs worse; for train dpo / reward-model --set data=...) "
         "and DIR/report.md (what was kept and why). The env of each file comes from the run.json (eval) or "
-        "config.json (training) beside it; training logs are replayed in it for their observations.",
+        "config.json (training) beside it (for its tool schemas).",
     )
     p.add_argument("episodes", nargs="+", metavar="EPISODES.jsonl", help="episodes files (agentgym eval or training)")
     p.add_argument("--out", required=True, help="output directory")

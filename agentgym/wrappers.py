@@ -4,7 +4,6 @@ defines, and :class:`DiscreteToolActions`, the wrapper that serves them), and re
 from __future__ import annotations
 
 import itertools
-import re
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -21,7 +20,6 @@ __all__ = [
     "DiscreteView",
     "Retry",
     "as_discrete",
-    "attempts_of",
     "candidate_state_key",
     "candidate_state_keys",
 ]
@@ -129,7 +127,6 @@ def candidate_state_keys(prefix: str, n: int, outcomes: Sequence[str], final: st
 RETRY_HEADER = "Attempt {failed} of {attempts} failed."
 """How :class:`Retry` begins the observation that starts a new attempt (``failed`` is the attempt that failed)."""
 
-_RETRY_LINE = re.compile(r"Attempt (\d+) of (\d+) failed\.")
 MAX_FEEDBACK_CHARS = 1_000
 """The feedback shown before a new attempt is cut to this many characters."""
 
@@ -160,8 +157,8 @@ class Retry(gym.Wrapper[str, str, str, str], gym.utils.RecordConstructorArgs):
 
     ``info`` also carries ``attempt`` (the attempt this step belongs to; after a retry, the new one), ``attempts``
     (the limit) and ``success`` (the current attempt's; at the episode's end, whether some attempt succeeded).
-    Evaluation reads the attempt count back from the observations (:func:`attempts_of`): pass@1 is a success
-    in attempt 1, success-within-k a success in any.
+    Episode records keep the last step's ``attempt`` (:attr:`~agentgym.episode.EpisodeRecord.attempt`): evaluation's
+    pass@1 is a success in attempt 1, success-within-k a success in any of the first k.
 
     Summary-context prompts (``RolloutConfig(context="summary")``) are built from the wrapped env's observation
     parts, which do not show the feedback; an LLM sees it in ``context="append"`` (the full observations).
@@ -236,9 +233,3 @@ class Retry(gym.Wrapper[str, str, str, str], gym.utils.RecordConstructorArgs):
             text = f"{parts.result} (state: {parts.summary})" if parts is not None else "the task was not solved."
         text = safe_text(" ".join(text.split()))
         return text if len(text) <= MAX_FEEDBACK_CHARS else text[: MAX_FEEDBACK_CHARS - 1] + "…"
-
-
-def attempts_of(observations: Sequence[str]) -> int:
-    """How many attempts an episode played under :class:`Retry`, from its observations: 1 + the observations that
-    begin with :data:`RETRY_HEADER` (only the wrapper writes an observation's first characters)."""
-    return 1 + sum(bool(_RETRY_LINE.match(o)) for o in observations)

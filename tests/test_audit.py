@@ -13,20 +13,23 @@ CALL = '<tool_call>{"name": "answer", "arguments": {"suitable": true}}</tool_cal
 
 
 def episode(step, reward, success, *, tokens=20, turns=1, canonical=True, rm=None, clipped=0, truncation=None):
+    """A training log's line (an EpisodeRecord): the env paid ``reward`` at the last turn unless a reward model
+    (``rm``) paid it."""
     return {
-        "step": step,
+        "training_step": step,
         "reset": {"seed": step},
-        "reward": reward,
-        "env_reward": reward if rm is None else 0.0,
+        "training_reward": reward,
         "rm_reward": rm,
-        "success": success,
-        "turns": turns,
-        "response_tokens": tokens * turns,
+        "observations": ["task"] * (turns + 1),
+        "actions": [CALL] * turns,
+        "rewards": [0.0] * (turns - 1) + [reward if rm is None else 0.0],
+        "reward_components": [{}] * turns,
         "canonical": [canonical] * turns,
         "valid": [True] * turns,
+        "success": success,
         "truncation": truncation,
+        "completion_tokens": tokens * turns,
         "clipped": clipped,
-        "actions": [CALL] * turns,
     }
 
 
@@ -46,11 +49,12 @@ def run_dir(tmp_path):
 
 def test_flags_rule_failures_length_and_format(run_dir):
     report = audit_run(run_dir, quantile=0.5)
-    flags = {e["step"]: e["flags"] for e in report.flagged}
+    flags = {e["training_step"]: e["flags"] for e in report.flagged}
     assert flags[41] == ["rule-fail", "rm-disagrees"]
     assert flags[42] == ["long"] and flags[43] == ["format"] and 44 not in flags
     assert flags[45] == ["rule-fail", "truncated"]
-    assert [e["reward"] for e in report.flagged] == sorted((e["reward"] for e in report.flagged), reverse=True)
+    rewards = [e["training_reward"] for e in report.flagged]
+    assert rewards == sorted(rewards, reverse=True) and "observations" not in report.flagged[0]
     # top half: the 40 honest successes and the five odd ones; two of 45 fail the rules
     assert report.audited == 45 and report.rule_fail_rate == pytest.approx(2 / 45)
     assert report.rule_fail_rate_by_step[41] == 1.0 and report.rule_fail_rate_by_step[1] == 0.0
@@ -74,17 +78,21 @@ GOOD = json.dumps(episode(1, 1.0, True))
 @pytest.mark.parametrize(
     "line, problem",
     [
-        (b'{"step": 1, "reward": ', "Expecting value: line 1 column 23 (char 22)"),
+        (b'{"training_step": 1, "training_reward": ', "Expecting value: line 1 column 41 (char 40)"),
         (GOOD.replace('"Lima"', '"Lima"').replace("answer", "\xe9").encode("latin-1"), "not UTF-8 text"),
         (b"[1, 2, 3]", "Input should be a valid dictionary"),
-        (GOOD.replace('"reward": 1.0', '"reward": NaN').encode(), "reward: Input should be a finite number"),
-        (GOOD.replace('"reward": 1.0, ', "").encode(), "reward: Field required"),
+        (GOOD.replace('"training_reward": 1.0', '"training_reward": NaN').encode(),
+         "training_reward: Input should be a finite number"),
+        (GOOD.replace('"training_reward": 1.0, ', "").encode(), "training_reward: Field required"),
         (GOOD.replace('"success": true', '"success": [1]').encode(), "success: Input should be a valid boolean"),
-        (GOOD.replace('"turns": 1', '"turns": -1').encode(), "turns: Input should be greater than or equal to 0"),
-        (GOOD.replace('"actions": [', '"actions": {"a": ').replace("]}", "}}").encode(), "actions: Input should be a"),
-        (GOOD.replace('"step": 1', '"step": "one"').encode(), "step: Input should be a valid integer"),
+        (GOOD.replace('"completion_tokens": 20', '"completion_tokens": -1').encode(),
+         "completion_tokens: Input should be greater than or equal to 0"),
+        (GOOD.replace('"actions": [', '"actions": {"a": ').replace("], \"rewards", "}, \"rewards").encode(),
+         "actions: Input should be a"),
+        (GOOD.replace('"training_step": 1', '"training_step": "one"').encode(),
+         "training_step: Input should be a valid integer"),
     ],
-    ids=["not-json", "not-utf8", "not-an-object", "nan-reward", "no-reward", "bad-success", "negative-turns",
+    ids=["not-json", "not-utf8", "not-an-object", "nan-reward", "no-reward", "bad-success", "negative-tokens",
          "actions-not-a-list", "step-not-a-number"],
 )  # fmt: skip
 def test_a_damaged_episode_line_is_one_line_naming_file_line_and_field(tmp_path, capsys, line, problem):

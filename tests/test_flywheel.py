@@ -4,6 +4,7 @@ training logs, with filters, and bounded, explained handling of bad input."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import gymnasium as gym
 import pytest
@@ -15,8 +16,12 @@ from agentgym.app.flywheel import DataConfig, build_data
 from agentgym.cli import main
 from agentgym.tools import ToolCall
 from agentgym.trainers.preferences import read_pairs
+from agentgym.trainers.rollout import Episode
+from agentgym.trainers.run_dir import EpisodeLog
 
 ENV = "agentgym/WeatherRun-v0"
+OLD_RUNS = Path(__file__).parent / "data" / "old_runs"
+"""Run directories written before the one episode record (an eval, a GRPO run)."""
 
 
 @pytest.fixture(scope="module")
@@ -81,49 +86,45 @@ def test_summary_context_writes_one_example_per_turn_in_the_recipes_prompt(runs,
         build_data([root / "oracle" / "episodes.jsonl"], tmp_path / "t", DataConfig(turn_template="{task}"))
 
 
-def training_run(tmp_path, tamper: bool = False):
-    """A training run directory as GRPO writes it: config.json and logged episodes (no observations)."""
+def training_run(tmp_path):
+    """A training run directory as GRPO writes it: config.json and its episode log (EpisodeLog)."""
     kwargs = {"backend": "random", "synthetic_cities": True}
     (tmp_path / "config.json").write_text(
         json.dumps({"algorithm": "grpo", "config": {"env_id": ENV, "train_split": "train", "env_kwargs": kwargs}})
     )
     env = gym.make(ENV, split="train", **kwargs)
-    logged = []
+    episodes = []
     for seed in range(6):
         obs, _ = env.reset(seed=seed % 3)  # three tasks, each played twice (a GRPO group of 2)
+        episode = Episode({"seed": seed % 3}, observations=[obs])
         actions = [ToolCall("get_weather", {"city": env.unwrapped.city}).to_text()]
         actions.append(ToolCall("answer", {"suitable": seed < 3}).to_text())
-        rewards, success = [], False
         for action in actions:
-            _, reward, _, _, info = env.step(action)
-            rewards.append(reward)
-            success = info["success"]
-        total = sum(rewards) + (5.0 if tamper and seed == 0 else 0.0)
-        logged.append(
-            {
-                "step": 0,
-                "reset": {"seed": seed % 3},
-                "reward": total,
-                "env_reward": total,
-                "success": success,
-                "turns": 2,
-                "response_tokens": 20,
-                "actions": actions,
-            }
-        )
-    (tmp_path / "episodes.jsonl").write_text("".join(json.dumps(e) + "\n" for e in logged))
-    return logged
+            obs, reward, terminated, _, info = env.step(action)
+            episode.step(action, obs, reward, info)
+            episode.terminated = terminated
+        episodes.append(episode)
+    log = EpisodeLog(tmp_path / "episodes.jsonl")
+    log.record(0, episodes, [e.rewards for e in episodes])
+    log.append(log.take())
+    return episodes
 
 
-def test_training_logs_are_replayed_for_their_observations(tmp_path):
-    logged = training_run(tmp_path, tamper=True)
+def test_training_logs_are_read_with_their_observations(tmp_path):
+    episodes = training_run(tmp_path)
     report = build_data([tmp_path / "episodes.jsonl"], tmp_path / "out")
     assert report.inputs[str(tmp_path / "episodes.jsonl")]["kind"] == "training"
-    assert report.dropped.get("replay mismatch") == 1  # the tampered line
-    successes = sum(e["success"] for e in logged[1:])
-    assert report.sft_episodes == successes
+    assert report.episodes == 6 and report.sft_episodes == sum(e.success for e in episodes) > 0
     sft = lines(tmp_path / "out" / "sft.jsonl")
-    assert all("Is " in ex["messages"][0]["content"] for ex in sft)  # the replayed first observation
+    firsts = {e.observations[0] for e in episodes if e.success}
+    assert {ex["messages"][0]["content"] for ex in sft} == firsts  # the logged observations, as played
+    assert report.pairs == 3  # each task: the right answer against the wrong one
+
+
+def test_a_training_log_written_before_observations_were_kept_is_dropped_not_replayed(tmp_path):
+    report = build_data([OLD_RUNS / "grpo" / "episodes.jsonl"], tmp_path / "out")
+    assert report.bad_lines == 0 and report.episodes == 0
+    assert report.dropped == {"no observations (a training log written before they were kept)": 4}
 
 
 BAD_LINES = [

@@ -190,12 +190,15 @@ def impossible(kind: str, record: EpisodeRecord) -> str:
         n = 101
         record.actions, record.observations = ["move(up)"] * n, ["obs"] * (n + 1)
         record.rewards, record.canonical, record.valid = [-1.0] * n, [True] * n, [True] * n
+        record.reward_components = [{}] * n
     elif kind == "reward-above-max":
         record.rewards[-1] = 50.0
     elif kind == "reward-below-min":
         record.rewards[0] = -103.5
     elif kind == "rewards-not-per-action":
         record.rewards.append(-1.0)
+    elif kind == "components-not-per-action":
+        record.reward_components.pop()
     elif kind == "observations-not-per-action":
         record.observations.pop()
     elif kind == "other-seed":
@@ -217,6 +220,7 @@ def impossible(kind: str, record: EpisodeRecord) -> str:
         ("reward-above-max", "was paid 50 at turn 13; this env pays [-103, -1] a turn"),
         ("reward-below-min", "was paid -103.5 at turn 1; this env pays [-103, -1] a turn"),
         ("rewards-not-per-action", "has 13 actions but 14 rewards"),
+        ("components-not-per-action", "has 13 actions but 12 reward breakdowns"),
         ("observations-not-per-action", "has 13 actions but 13 observations (expected 14)"),
         ("other-seed", "was reset with {'seed': 99}; this run resets it with {'seed': 1}"),
         ("terminated-and-truncated", "both terminated and truncated"),

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE_DIRS = {"agentgym": ROOT / "agentgym", "agentgym.envs": ROOT / "envs", "agentgym.trainers": ROOT / "trainers"}
 
 LAYERS = {
-    "core": {"agentgym", "agentgym.core", "agentgym.data", "agentgym.parser",
+    "core": {"agentgym", "agentgym.core", "agentgym.data", "agentgym.episode", "agentgym.parser",
              "agentgym.registration", "agentgym.spaces", "agentgym.tools", "agentgym.wrappers"},
     "tasks": {"agentgym.envs"},
     "learners": {"agentgym.trainers"},

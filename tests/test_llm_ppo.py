@@ -116,7 +116,8 @@ def test_ppo_writes_value_head_and_resumes(tmp_path, tiny_model_path):
         run / "final" / VALUE_HEAD_FILE
     ).exists()
     logged = [json.loads(line) for line in (run / "episodes.jsonl").read_text().splitlines()]
-    assert len(logged) == 2 * 8 and {e["step"] for e in logged} == {1, 2}
+    assert len(logged) == 2 * 8 and {e["training_step"] for e in logged} == {1, 2}
+    assert all(len(e["observations"]) == e["turns"] + 1 for e in logged)  # the log keeps what the policy saw
     resumed = LLMPPO.resume(run)
     assert resumed.step == 2 and torch.equal(resumed._value_head.weight, head)
     resumed.learn(3, progress_bar=False)
@@ -149,7 +150,7 @@ def test_a_reward_model_replaces_or_mixes_with_the_env_reward(tiny_model_path, t
     assert trainer.episode_log.pending == []  # turn_rewards computes rewards; the step logs them
     trainer.log_episodes(episodes, rewards, trainer.reward_model_scores(episodes))
     logged = trainer.episode_log.pending
-    assert [e["rm_reward"] for e in logged] == pytest.approx(scores) and all(e["env_reward"] == 3.0 for e in logged)
+    assert [e["rm_reward"] for e in logged] == pytest.approx(scores) and all(e["total_reward"] == 3.0 for e in logged)
 
 
 def test_truncation_penalty_charges_episodes_that_never_finished(tiny_model_path):

@@ -12,11 +12,11 @@ from gymnasium.utils.env_checker import check_env
 
 import agentgym  # noqa: F401  (registers the envs)
 from agentgym.app.evaluation import evaluate_agent, retry_stats
-from agentgym.app.reports import EpisodeRecord
 from agentgym.cli import main
 from agentgym.envs.weather_data import is_suitable
+from agentgym.episode import EpisodeRecord
 from agentgym.tools import ToolCall
-from agentgym.wrappers import RETRY_HEADER, Retry, attempts_of
+from agentgym.wrappers import RETRY_HEADER, Retry
 
 
 def call(tool: str, **arguments) -> str:
@@ -145,16 +145,30 @@ def test_bad_settings_are_refused(bad):
         Retry(gym.make("agentgym/WeatherRun-v0"), **bad)
 
 
-def test_attempts_of_reads_only_the_wrappers_header():
-    header = RETRY_HEADER.format(failed=1, attempts=3) + " Feedback: x"
-    assert attempts_of(["task", "Result: ok", header, "Task: Attempt 2 of 3 failed."]) == 2
-    assert attempts_of([]) == 1
+def test_the_record_keeps_the_attempt_from_info_not_from_the_text():
+    env = weather(attempts=3)
+    obs, _ = env.reset(seed=4)
+    record = EpisodeRecord(reset={"seed": 4}, observations=[obs])
+    wrong = call("answer", suitable=not truth(env))
+    for action in [*lookups(env), wrong, *lookups(env), wrong, *lookups(env), call("answer", suitable=truth(env))]:
+        obs, reward, *_, info = env.step(action)
+        record.step(action, "the text says nothing of attempts", reward, info)
+    assert record.attempt == 3 and record.success
+    assert retry_stats([record], attempts=3).success_within == [0.0, 0.0, 1.0]
+
+
+def test_an_eval_line_written_before_attempt_was_kept_is_converted():
+    headers = [RETRY_HEADER.format(failed=a, attempts=3) + " Feedback: x" for a in (1, 2)]
+    old = {"index": 0, "reset": {"seed": 0}, "observations": ["task", *headers], "actions": ["a", "b"]}
+    old |= {"rewards": [0.0, 0.0], "canonical": [True, True], "valid": [True, True]}
+    record = EpisodeRecord.from_line(json.dumps(old))
+    assert record.attempt == 3 and record.reward_components == [{}, {}]
+    assert EpisodeRecord.from_line(json.dumps(old | {"observations": ["task", "x", "y"]})).attempt == 1
 
 
 def test_retry_stats_by_hand():
     def record(attempts: int, success: bool) -> EpisodeRecord:
-        obs = ["first"] + [RETRY_HEADER.format(failed=a, attempts=3) for a in range(1, attempts)]
-        return EpisodeRecord(index=0, reset={"seed": 0}, observations=obs, success=success)
+        return EpisodeRecord(index=0, reset={"seed": 0}, attempt=attempts, success=success)
 
     stats = retry_stats([record(1, True), record(2, True), record(3, False), record(3, True)], attempts=3)
     assert stats.pass_at_1 == 0.25 and stats.success_within == [0.25, 0.5, 0.75]

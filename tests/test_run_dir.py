@@ -12,8 +12,10 @@ import pytest
 
 import agentgym
 from agentgym.cli import _budget_settings, main
+from agentgym.episode import EpisodeRecord
 from agentgym.trainers import TRAINERS, trainer_spec
 from agentgym.trainers.config import AdamWConfig, CheckpointConfig, EnvConfig, EvalConfig, OptimizerConfig
+from agentgym.trainers.rollout import Episode, Sample
 from agentgym.trainers.run_dir import EpisodeLog, RunDir
 
 
@@ -38,11 +40,12 @@ def test_a_run_directory_writes_config_with_provenance_and_names_its_files(tmp_p
     assert run.plot("GRPO", metrics.rows, keys=("loss",)).name == "learning_curve.png"
 
 
-def episode(reward: float) -> SimpleNamespace:
-    return SimpleNamespace(
-        reset={"seed": 1}, total_reward=reward, success=reward > 0, turns=1, response_tokens=4, canonical=[True],
-        valid=[True], truncation=None, clipped=0, actions=["answer(\ud800)"],
-    )  # fmt: skip
+def episode(reward: float) -> Episode:
+    ep = Episode({"seed": 1}, observations=["task", "done"], actions=["answer(\ud800)"], rewards=[reward])
+    ep.reward_components, ep.canonical, ep.valid = [{"correct": reward}], [True], [True]
+    ep.success, ep.terminated = reward > 0, True
+    ep.samples.append(Sample([1, 2, 3, 4, 5, 6], [0, 0, 1, 1, 1, 1], [0.0] * 6))
+    return ep
 
 
 def test_the_episode_log_queues_a_step_writes_valid_utf8_and_trims_on_resume(tmp_path):
@@ -52,13 +55,18 @@ def test_the_episode_log_queues_a_step_writes_valid_utf8_and_trims_on_resume(tmp
         assert len(log.pending) == 2
         log.append(log.take())
         assert log.pending == []
-    lines = [json.loads(line) for line in log.path.read_text(encoding="utf-8").splitlines()]
-    assert [r["step"] for r in lines] == [1, 1, 2, 2, 3, 3] and lines[0]["actions"] == ["answer(\ufffd)"]
-    assert (lines[0]["reward"], lines[0]["env_reward"], lines[1]["rm_reward"]) == (1.5, 1.0, -0.5)
+    records = [EpisodeRecord.from_line(line) for line in log.path.read_text(encoding="utf-8").splitlines()]
+    assert [r.training_step for r in records] == [1, 1, 2, 2, 3, 3] and records[0].actions == ["answer(\ufffd)"]
+    assert (records[0].training_reward, records[0].total_reward, records[1].rm_reward) == (1.5, 1.0, -0.5)
+    assert records[0].observations == ["task", "done"] and records[0].reward_components == [{"correct": 1.0}]
+    assert records[0].completion_tokens == 4 and records[0].terminated  # the policy's tokens; the outcome
     with log.path.open("ab") as f:
-        f.write(b'{"step": 4, "act')  # killed mid-write
+        f.write(b'{"training_step": 4, "act')  # killed mid-write
     log.trim(2)
-    assert [json.loads(line)["step"] for line in log.path.read_text().splitlines()] == [1, 1, 2, 2]
+    assert [json.loads(line)["training_step"] for line in log.path.read_text().splitlines()] == [1, 1, 2, 2]
+    log.path.write_bytes(b'{"step": 1}\n{"step": 3}\n')  # a log written before the episode record: "step"
+    log.trim(2)
+    assert log.path.read_bytes() == b'{"step": 1}\n'
     log.path.write_bytes(b'{"step": 1}\nnot json\n')
     with pytest.raises(ValueError, match=r"episodes.jsonl:2: not a logged episode"):
         log.trim(2)

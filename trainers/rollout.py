@@ -37,9 +37,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import gymnasium as gym
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from agentgym.core import Turn, parts_of, past_turn, recent_turns, task_info
+from agentgym.episode import EpisodeRecord, components_of
 from agentgym.registration import eval_kwargs, eval_resets
 from agentgym.tools import ToolCall
 from agentgym.trainers.decoding import PrefixCache
@@ -103,41 +104,32 @@ class Sample:
         self.logprobs.extend(logprobs if logprobs is not None else [0.0] * len(ids))
 
 
-@dataclass
-class Episode:
-    """One episode: its samples, and per turn the action text, reward (and its components) and parse results.
+class Episode(EpisodeRecord):
+    """One episode as it was played: the :class:`~agentgym.episode.EpisodeRecord` (what is logged) plus what only
+    trainers use, its token ``samples`` and ``env_seconds``; ``Episode(reset)`` starts an empty one.
 
     ``observations`` holds the first observation and the observation after every action, so
-    ``observations[i]`` is what the policy answered with ``actions[i]``.
+    ``observations[i]`` is what the policy answered with ``actions[i]``. :meth:`record` is the episode without the
+    trainer-only parts (what ``episodes.jsonl`` files hold).
     """
 
-    reset: dict[str, Any]
-    samples: list[Sample] = field(default_factory=list)
-    observations: list[str] = field(default_factory=list)
-    actions: list[str] = field(default_factory=list)
-    rewards: list[float] = field(default_factory=list)
-    reward_components: list[dict[str, float]] = field(default_factory=list)
-    """Per turn, the env's ``info["reward_components"]`` (what the turn's reward is made of; {} if it reports none)."""
-    canonical: list[bool] = field(default_factory=list)
-    valid: list[bool] = field(default_factory=list)
-    terminated: bool = False
-    truncation: str | None = None
-    success: bool = False
-    clipped: int = 0
-    env_seconds: float = 0.0
+    samples: list[Any] = Field(default_factory=list, exclude=True)
+    """The training sequences (:class:`Sample`): one per episode in append mode, one per turn in summary mode."""
+    env_seconds: float = Field(0.0, exclude=True)
     """Time spent in the env's ``reset`` and ``step`` (tools, SQL, the sandbox), apart from generation."""
 
+    def __init__(self, reset: dict[str, Any] | None = None, /, **data: Any) -> None:
+        super().__init__(reset=reset or {}, **data)
+
+    @computed_field
     @property
     def total_reward(self) -> float:
+        """The episode's return in the env (``sum(rewards)``, in order, as the trainers' metrics always added it)."""
         return float(sum(self.rewards))
 
     @property
     def truncated(self) -> bool:
         return self.truncation is not None
-
-    @property
-    def turns(self) -> int:
-        return len(self.actions)
 
     @property
     def used_tools(self) -> bool:
@@ -149,16 +141,11 @@ class Episode:
     def response_tokens(self) -> int:
         return sum(sum(s.loss_mask) for s in self.samples)
 
-    def transcript(self, system_prompt: str | None = None) -> list[dict[str, str]]:
-        """The episode as chat messages, ending with the last action (the outcome is left out).
-
-        This is what a reward model scores and what preference pairs store: the env's verdict after
-        the last action would give the answer away.
-        """
-        messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
-        for observation, action in zip(self.observations, self.actions, strict=False):
-            messages += [{"role": "user", "content": observation}, {"role": "assistant", "content": action}]
-        return messages
+    def record(self, **fields: Any) -> EpisodeRecord:
+        """The episode as an :class:`~agentgym.episode.EpisodeRecord` (``completion_tokens``: the tokens the policy
+        wrote), with ``fields`` set (a training log's ``training_step``, ``training_reward``, ``rm_reward``)."""
+        data = self.model_dump(exclude={"total_reward", "turns"})
+        return EpisodeRecord.model_validate({**data, "completion_tokens": self.response_tokens, **fields})
 
 
 class OracleTeacher:
@@ -284,15 +271,11 @@ class _Run:
         ep.actions.append(text)
         ep.observations.append(obs)
         ep.rewards.append(float(reward))
-        components = info.get("reward_components")
-        ep.reward_components.append(
-            {str(k): float(v) for k, v in components.items() if isinstance(v, int | float)}
-            if isinstance(components, dict)
-            else {}
-        )
+        ep.reward_components.append(components_of(info))
         ep.canonical.append(bool(info.get("canonical", False)))
         ep.valid.append(info.get("parse_error") is None and bool(info.get("tool_calls", True)))
         ep.success = bool(info.get("success", False))
+        ep.attempt = int(info.get("attempt", ep.attempt))
         ep.clipped += not stopped
         self.observation, self.parts = obs, parts_of(self.env)
         self.summary = self.parts.summary if self.parts else info.get("summary", obs)

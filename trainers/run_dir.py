@@ -93,8 +93,9 @@ class RunDir:
 
 
 class EpisodeLog:
-    """``RUN_DIR/episodes.jsonl``: one JSON line per training episode of an online LLM trainer (GRPO, PPO), read by
-    ``agentgym audit RUN_DIR``.
+    """``RUN_DIR/episodes.jsonl``: one :class:`~agentgym.episode.EpisodeRecord` per training episode of an online LLM
+    trainer (GRPO, PPO), with its observations and ``training_step``, read by ``agentgym audit RUN_DIR`` and
+    ``agentgym data`` (the flywheel).
 
     :meth:`record` queues a step's episodes; :meth:`take` hands the queue over (a multi-process trainer gathers
     the ranks' queues); :meth:`append` writes records as valid UTF-8; :meth:`trim` prepares a resumed run.
@@ -114,23 +115,9 @@ class EpisodeLog:
         """Queue the episodes of training step ``step`` with their per-turn training ``rewards`` and, with a reward
         model, its scores."""
         for i, ep in enumerate(episodes):
-            self.pending.append(
-                {
-                    "step": step,
-                    "reset": ep.reset,
-                    "reward": sum(rewards[i]),
-                    "env_reward": ep.total_reward,
-                    "rm_reward": None if model_scores is None else model_scores[i],
-                    "success": ep.success,
-                    "turns": ep.turns,
-                    "response_tokens": ep.response_tokens,
-                    "canonical": ep.canonical,
-                    "valid": ep.valid,
-                    "truncation": ep.truncation,
-                    "clipped": ep.clipped,
-                    "actions": ep.actions,
-                }
-            )
+            score = None if model_scores is None else model_scores[i]
+            record = ep.record(training_step=step, training_reward=sum(rewards[i]), rm_reward=score)
+            self.pending.append(record.model_dump(mode="json"))
 
     def take(self) -> list[dict[str, Any]]:
         """The queued records, emptying the queue."""
@@ -158,9 +145,12 @@ class EpisodeLog:
 
     def _step(self, n: int, line: bytes) -> int:
         try:
-            step = json.loads(line.decode("utf-8"))["step"]
+            data = json.loads(line.decode("utf-8"))
+            step = data["training_step"] if "training_step" in data else data["step"]  # "step": an older log
         except (ValueError, KeyError, TypeError):  # not UTF-8, not JSON, not an object with a step
             step = None
         if type(step) is not int:
-            raise ValueError(f"{self.path}:{n}: not a logged episode (expected a JSON object with an integer 'step')")
+            raise ValueError(
+                f"{self.path}:{n}: not a logged episode (expected a JSON object with an integer 'training_step')"
+            )
         return step

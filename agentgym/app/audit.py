@@ -39,36 +39,22 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 
 from agentgym.app.reports import error_line
 from agentgym.core import task_info, valid_utf8
+from agentgym.episode import EpisodeRecord
 
-__all__ = ["AuditReport", "LoggedEpisode", "audit_run", "format_audit", "read_logged_episodes"]
+__all__ = ["AuditReport", "audit_run", "format_audit", "read_logged_episodes"]
 
-
-class LoggedEpisode(BaseModel):
-    """A line of a training run's ``episodes.jsonl``: what the audit reads (other fields are kept as they are)."""
-
-    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
-
-    step: int = Field(ge=0)
-    reward: float
-    """The training reward (env reward, reward model score and penalties, as the trainer summed them)."""
-    env_reward: float
-    rm_reward: float | None = None
-    success: bool
-    turns: int = Field(ge=0)
-    response_tokens: int = Field(ge=0)
-    canonical: list[bool] = []
-    valid: list[bool] = []
-    truncation: str | None = None
-    clipped: int = Field(0, ge=0)
-    actions: list[str] = []
+COMPUTED = {"total_reward", "turns"}
+"""The record's derived fields (not read back)."""
 
 
-def read_logged_episodes(path: str | Path) -> list[dict[str, Any]]:
-    """The episodes of a training run's ``episodes.jsonl``, each checked as a :class:`LoggedEpisode`.
+def read_logged_episodes(path: str | Path) -> list[EpisodeRecord]:
+    """The episodes of a training run's ``episodes.jsonl`` as :class:`~agentgym.episode.EpisodeRecord` (lines
+    written before it converted), their text made valid UTF-8. Each must be a training run's: with its
+    ``training_step`` and ``training_reward``.
 
     Lines end at ``\\n`` only. A last line without its newline that is not a whole episode is skipped (the run was
     killed while writing it; resuming the run cuts it). Any other line that is not an episode raises a one-line
@@ -81,13 +67,16 @@ def read_logged_episodes(path: str | Path) -> list[dict[str, Any]]:
             if not raw.strip():
                 continue
             try:
-                episode = LoggedEpisode.model_validate(json.loads(raw.rstrip(b"\r\n").decode("utf-8")))
+                data = json.loads(raw.rstrip(b"\r\n").decode("utf-8"))
+                episode = EpisodeRecord.from_line(data)
+                if episode.training_step is None or episode.training_reward is None:
+                    raise ValueError("training_step, training_reward: Field required (not a training run's episode)")
             except ValueError as exc:  # UnicodeDecodeError, JSONDecodeError, pydantic's ValidationError
                 if not raw.endswith(b"\n"):  # the last line, torn
                     break
                 reason = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else error_line(exc)
                 raise ValueError(f"{path}:{n}: not a logged episode ({reason})") from None
-            episodes.append(_valid_text(episode.model_dump()))
+            episodes.append(EpisodeRecord.model_validate(_valid_text(episode.model_dump(exclude=COMPUTED))))
     return episodes
 
 
@@ -114,7 +103,8 @@ class AuditReport(BaseModel):
     """Share of audited (top-reward) episodes whose rule-based verification fails."""
     rule_fail_rate_by_step: dict[int, float]
     flagged: list[dict[str, Any]]
-    """Flagged top episodes, highest reward first, each with its ``flags``."""
+    """Flagged top episodes, highest reward first: each record (without its observations) with its ``flags`` and
+    ``tokens_per_turn``."""
     replayed: int = 0
     """Audited episodes replayed in the run's env (see the module docstring)."""
     process_bound: float | None = None
@@ -139,14 +129,14 @@ def audit_run(
     episodes = read_logged_episodes(path)
     if not episodes:
         raise ValueError(f"{path} holds no episodes")
-    rewards = sorted(e["reward"] for e in episodes)
+    rewards = sorted(e.training_reward for e in episodes)
     threshold = rewards[min(len(rewards) - 1, int(quantile * len(rewards)))]
-    env_median = statistics.median(e["env_reward"] for e in episodes)
-    lengths = [e["response_tokens"] / max(1, e["turns"]) for e in episodes]
+    env_median = statistics.median(e.total_reward for e in episodes)
+    lengths = [e.completion_tokens / max(1, e.turns) for e in episodes]
     median = statistics.median(lengths)
     mad = 1.4826 * statistics.median(abs(x - median) for x in lengths) or 1.0
-    audited = [(e, n) for e, n in zip(episodes, lengths, strict=True) if e["reward"] >= threshold]
-    audited.sort(key=lambda item: -item[0]["reward"])
+    audited = [(e, n) for e, n in zip(episodes, lengths, strict=True) if e.training_reward >= threshold]
+    audited.sort(key=lambda item: -item[0].training_reward)
     replayer = _Replayer.for_run(Path(run_dir)) if max_replays > 0 else None
     process: list[float] = []
     flagged = []
@@ -157,34 +147,34 @@ def audit_run(
             process.append(earned)
             if replayer.bound is not None and earned > replayer.bound + 1e-9:
                 flags.append("process-over-bound")
-            if not math.isclose(total, e["env_reward"], rel_tol=1e-6, abs_tol=1e-6):
+            if not math.isclose(total, e.total_reward, rel_tol=1e-6, abs_tol=1e-6):
                 flags.append("replay-mismatch")
-        if not e["success"]:
+        if not e.success:
             flags.append("rule-fail")
-        if e.get("rm_reward") is not None and e["env_reward"] < env_median:
+        if e.rm_reward is not None and e.total_reward < env_median:
             flags.append("rm-disagrees")
-        if e.get("truncation"):
+        if e.truncation:
             flags.append("truncated")
         score = (length - median) / mad
-        if score > z or e.get("clipped"):
+        if score > z or e.clipped:
             flags.append("long")
         elif score < -z:
             flags.append("short")
-        if not all(e.get("canonical", [])) or not all(e.get("valid", [])):
+        if not all(e.canonical) or not all(e.valid):
             flags.append("format")
         if flags:
-            flagged.append({**e, "flags": flags, "tokens_per_turn": length})
+            flagged.append({**e.model_dump(exclude={"observations"}), "flags": flags, "tokens_per_turn": length})
     if replayer is not None:
         replayer.env.close()
     by_step: dict[int, list[bool]] = {}
     for e, _ in audited:
-        by_step.setdefault(e["step"], []).append(not e["success"])
+        by_step.setdefault(e.training_step, []).append(not e.success)
     return AuditReport(
         run_dir=str(run_dir),
         episodes=len(episodes),
         threshold=threshold,
         audited=len(audited),
-        rule_fail_rate=sum(not e["success"] for e, _ in audited) / len(audited),
+        rule_fail_rate=sum(not e.success for e, _ in audited) / len(audited),
         rule_fail_rate_by_step={s: sum(v) / len(v) for s, v in sorted(by_step.items())},
         flagged=flagged[:top],
         replayed=len(process),
@@ -216,18 +206,23 @@ class _Replayer:
             return None
         return cls(env)
 
-    def replay(self, episode: dict[str, Any]) -> tuple[float, float] | None:
-        """``(total reward, process reward)`` of the episode replayed, or None if its reset cannot be replayed."""
-        reset = episode.get("reset")
-        if not isinstance(reset, dict) or not set(reset) <= {"seed", "options"}:
+    def replay(self, episode: EpisodeRecord) -> tuple[float, float] | None:
+        """``(total reward, process reward)`` of the episode played again from its reset with its actions, or None if
+        its reset cannot be replayed. Actions after the episode ends are not played."""
+        reset = episode.reset
+        if not set(reset) <= {"seed", "options"}:
             return None
-        from agentgym.app.flywheel import replay
-
         try:
-            record, components = replay(self.env, reset, episode["actions"])
+            self.env.reset(**reset)
+            record = EpisodeRecord(reset=reset)
+            for action in episode.actions:
+                obs, reward, terminated, truncated, info = self.env.step(action)
+                record.step(action, str(obs), float(reward), info)
+                if terminated or truncated:
+                    break
         except (ValueError, TypeError, gym.error.Error):  # a reset the env refuses: not replayed
             return None
-        return record.total_reward, components.get("process", 0.0)
+        return record.total_reward, sum(c.get("process", 0.0) for c in record.reward_components)
 
 
 def format_audit(report: AuditReport) -> str:
@@ -257,7 +252,8 @@ def format_audit(report: AuditReport) -> str:
         action = (e["actions"][-1] if e["actions"] else "").replace("|", "\\|").replace("\n", " ")
         action = action if len(action) <= 90 else action[:87] + "..."
         lines.append(
-            f"| {e['step']} | {e['reward']:.3g} | {e['env_reward']:.3g} | {rm} | {'yes' if e['success'] else 'no'} "
+            f"| {e['training_step']} | {e['training_reward']:.3g} | {e['total_reward']:.3g} | {rm} "
+            f"| {'yes' if e['success'] else 'no'} "
             f"| {e['tokens_per_turn']:.0f} | {', '.join(e['flags'])} | `{action}` |"
         )
     return "\n".join(lines)

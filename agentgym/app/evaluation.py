@@ -39,7 +39,6 @@ from pydantic import BaseModel
 
 import agentgym
 from agentgym.app.reports import (
-    EpisodeRecord,
     RunConfig,
     RunSummary,
     TaskFacts,
@@ -54,8 +53,9 @@ from agentgym.app.reports import (
 )
 from agentgym.core import task_info
 from agentgym.envs.remote import RemoteEnv
+from agentgym.episode import EpisodeRecord
 from agentgym.registration import eval_kwargs, eval_resets
-from agentgym.wrappers import DiscreteToolActions, Retry, as_discrete, attempts_of
+from agentgym.wrappers import DiscreteToolActions, Retry, as_discrete
 
 __all__ = [
     "EvalReport",
@@ -160,10 +160,10 @@ class RetryStats(BaseModel):
 
 
 def retry_stats(records: list[EpisodeRecord], attempts: int, discount: float = 0.5) -> RetryStats:
-    """:class:`RetryStats` of a retry run's episode records (the attempt count is read from the observations,
-    :func:`~agentgym.wrappers.attempts_of`)."""
+    """:class:`RetryStats` of a retry run's episode records (the attempt each ended in:
+    :attr:`~agentgym.episode.EpisodeRecord.attempt`)."""
     n = max(len(records), 1)
-    used = [attempts_of(r.observations) for r in records]
+    used = [r.attempt for r in records]
     within = [sum(r.success and a <= k for r, a in zip(records, used, strict=True)) / n for k in range(1, attempts + 1)]
     played = [a for r, a in zip(records, used, strict=True) if r.error is None]
     return RetryStats(
@@ -425,20 +425,7 @@ class _HFPlayer(_Player):
         resets = [reset for _, reset in chunk]
         episodes = rollout(policy, envs[: len(chunk)], resets, self.config, generator=generator)
         return [
-            EpisodeRecord(
-                index=index,
-                reset=reset,
-                observations=ep.observations,
-                actions=ep.actions,
-                rewards=ep.rewards,
-                canonical=ep.canonical,
-                valid=ep.valid,
-                success=ep.success,
-                terminated=ep.terminated,
-                truncation=ep.truncation,
-                prompt_tokens=_prompt_tokens(ep.samples),
-                completion_tokens=ep.response_tokens,
-            )
+            ep.record(index=index, reset=reset, prompt_tokens=_prompt_tokens(ep.samples))
             for (index, reset), ep in zip(chunk, episodes, strict=True)
         ]
 
@@ -797,6 +784,8 @@ class _RecordCheck:
                 f"episode {i} has {turns} actions but {len(record.rewards)} rewards, {len(record.canonical)} "
                 f"format flags and {len(record.valid)} validity flags"
             )
+        if len(record.reward_components) != turns:
+            return f"episode {i} has {turns} actions but {len(record.reward_components)} reward breakdowns"
         if len(record.observations) != turns + 1 and not (record.error and not record.observations and not turns):
             return f"episode {i} has {turns} actions but {len(record.observations)} observations (expected {turns + 1})"
         if self.turn_limit is not None and turns > self.turn_limit:

@@ -2,12 +2,12 @@
 
 ``agentgym data EPISODES.jsonl [...] --out DIR`` (:func:`build_data`) reads any ``episodes.jsonl``:
 
-- from ``agentgym eval`` of any agent (``random``, ``oracle``, ``hf:``, an ``openai:`` endpoint, ...): each line an
-  :class:`~agentgym.app.reports.EpisodeRecord` with its observations; the env comes from ``run.json`` beside it;
-- from training (GRPO, LLM PPO): each line a :class:`~agentgym.app.audit.LoggedEpisode` (actions, reset, rewards,
-  no observations); the env comes from ``config.json`` beside it, and each episode is *replayed* there from its
-  reset with its actions to recover the observations (envs are deterministic under a seed; an episode the replay
-  does not reproduce — another total reward — is dropped as ``replay mismatch``).
+- from ``agentgym eval`` of any agent (``random``, ``oracle``, ``hf:``, an ``openai:`` endpoint, ...); the env comes
+  from ``run.json`` beside it;
+- from training (GRPO, LLM PPO); the env comes from ``config.json`` beside it.
+
+Every line is an :class:`~agentgym.episode.EpisodeRecord` with its observations (lines written before it are
+converted; a training log of that time kept no observations, so its episodes are dropped as ``no observations``).
 
 ``--env ID`` names the env of files with neither (and keeps only that env's episodes of the others). It writes:
 
@@ -37,7 +37,6 @@ reason naming the file and line (the first :data:`SHOWN_ERRORS` are in the repor
 from __future__ import annotations
 
 import json
-import math
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
@@ -46,9 +45,9 @@ from typing import Any, Literal
 import gymnasium as gym
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from agentgym.app.audit import LoggedEpisode
-from agentgym.app.reports import EpisodeRecord, error_line, write_json
+from agentgym.app.reports import error_line, write_json
 from agentgym.core import ToolEnv, valid_utf8
+from agentgym.episode import EpisodeRecord
 from agentgym.registration import make_env, split_kwargs
 
 __all__ = [
@@ -59,7 +58,6 @@ __all__ = [
     "build_data",
     "format_report",
     "read_episode_lines",
-    "replay",
 ]
 
 MAX_LINE_BYTES = 4 * 2**20
@@ -128,24 +126,6 @@ def read_episode_lines(path: Path) -> Iterator[tuple[int, bytes | str]]:
                 continue
             if raw.strip():
                 yield n, raw
-
-
-def replay(env: gym.Env, reset: dict[str, Any], actions: list[str]) -> tuple[EpisodeRecord, dict[str, float]]:
-    """Play ``actions`` in ``env`` from ``env.reset(**reset)``: the episode as an eval record (observations,
-    rewards, success) and its reward components summed. Actions after the episode ends are not played."""
-    obs, _ = env.reset(**reset)
-    record = EpisodeRecord(index=0, reset=reset, observations=[str(obs)])
-    components: dict[str, float] = defaultdict(float)
-    for action in actions:
-        obs, reward, terminated, truncated, info = env.step(action)
-        record.step(action, str(obs), float(reward), info)
-        for name, value in info.get("reward_components", {}).items():
-            components[name] += float(value)
-        if terminated or truncated:
-            record.terminated = bool(terminated)
-            record.truncation = None if terminated else "time_limit"
-            break
-    return record, dict(components)
 
 
 class _Source:
@@ -219,7 +199,7 @@ def build_data(inputs: list[str | Path], out_dir: str | Path, config: DataConfig
                 try:
                     if isinstance(raw, str):  # a line past the limits: the reason
                         raise ValueError(raw)
-                    record = _episode(source, raw)
+                    record = _episode(raw)
                 except ValueError as exc:
                     reason = str(exc)
                     if reason.startswith("dropped: "):
@@ -269,8 +249,8 @@ def _check_template(template: str) -> None:
         ) from None
 
 
-def _episode(source: _Source, raw: bytes) -> EpisodeRecord:
-    """One line as an episode with observations (replayed for a training log); ``ValueError`` with the reason."""
+def _episode(raw: bytes) -> EpisodeRecord:
+    """One line as an episode with its observations; ``ValueError`` with the reason."""
     try:
         data = json.loads(raw.rstrip(b"\r\n").decode("utf-8"))
     except UnicodeDecodeError:
@@ -280,27 +260,17 @@ def _episode(source: _Source, raw: bytes) -> EpisodeRecord:
     if not isinstance(data, dict):
         raise ValueError(f"expected a JSON object (an episode), got {type(data).__name__}")
     try:
-        if "observations" in data or "index" in data:  # agentgym eval
-            record = EpisodeRecord.model_validate(data)
-            if len(record.observations) != record.turns + 1 or len(record.rewards) != record.turns:
-                raise ValueError(
-                    f"{record.turns} actions need {record.turns + 1} observations and {record.turns} rewards, got "
-                    f"{len(record.observations)} and {len(record.rewards)}"
-                )
-            return record.model_copy(update={"observations": [valid_utf8(o) for o in record.observations]})
-        logged = LoggedEpisode.model_validate(data)  # a training log: replay it for the observations
+        record = EpisodeRecord.from_line(data)
     except ValidationError as exc:
         raise ValueError(f"not an episode ({error_line(exc)})") from None
-    reset = data.get("reset")
-    if not isinstance(reset, dict) or not set(reset) <= {"seed", "options"}:
-        raise ValueError("dropped: training log without a replayable reset")
-    try:
-        record, _ = replay(source.env, reset, logged.actions)
-    except (TypeError, gym.error.Error) as exc:
-        raise ValueError(f"cannot be replayed ({error_line(exc)})") from None
-    if not math.isclose(record.total_reward, logged.env_reward, rel_tol=1e-6, abs_tol=1e-6):
-        raise ValueError("dropped: replay mismatch")
-    return record
+    if not record.observations and record.turns:
+        raise ValueError("dropped: no observations (a training log written before they were kept)")
+    if len(record.observations) != record.turns + 1 or len(record.rewards) != record.turns:
+        raise ValueError(
+            f"{record.turns} actions need {record.turns + 1} observations and {record.turns} rewards, got "
+            f"{len(record.observations)} and {len(record.rewards)}"
+        )
+    return record.model_copy(update={"observations": [valid_utf8(o) for o in record.observations]})
 
 
 def _messages(source: _Source, record: EpisodeRecord, cfg: DataConfig) -> list[dict[str, str]]:

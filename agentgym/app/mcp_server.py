@@ -71,8 +71,9 @@ from mcp.server.stdio import stdio_server
 import agentgym
 from agentgym.app.env_server import BoundedUvicorn, RequestGuard, ServerLimits
 from agentgym.app.evaluation import episode_error, episode_tasks
-from agentgym.app.reports import EpisodeRecord, RunConfig, RunSummary, run_timing, summarize, to_json, write_json
+from agentgym.app.reports import RunConfig, RunSummary, run_timing, summarize, to_json, write_json
 from agentgym.core import task_info
+from agentgym.episode import EpisodeRecord
 from agentgym.registration import eval_kwargs, eval_resets
 from agentgym.tools import ToolCall
 

@@ -43,8 +43,9 @@ import gymnasium as gym
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from agentgym.app.reports import EpisodeRecord, error_line
+from agentgym.app.reports import error_line
 from agentgym.core import valid_utf8
+from agentgym.episode import EpisodeRecord
 from agentgym.tools import ToolCall
 
 __all__ = ["EndpointError", "OpenAIAgent", "OpenAIConfig", "check_endpoint", "parse_spec"]

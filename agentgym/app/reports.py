@@ -31,11 +31,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from importlib import metadata
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, computed_field, model_serializer
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer
 
 from agentgym.core import valid_utf8
+from agentgym.episode import EpisodeRecord
 
 __all__ = [
     "EpisodeRecord",
@@ -71,7 +72,6 @@ __all__ = [
 Z95 = 1.959963984540054  # the standard normal's 97.5 % quantile
 ERROR_CHARS = 300  # an error reason is one line of at most this many characters (a summary counts reasons by text)
 
-FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 Model = TypeVar("Model", bound=BaseModel)
 
 
@@ -113,54 +113,6 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     if n - c < k:  # every draw of k samples holds a success
         return 1.0
     return 1.0 - math.comb(n - c, k) / math.comb(n, k)
-
-
-class EpisodeRecord(BaseModel):
-    """One episode's trajectory and outcome, as a line of ``episodes.jsonl``.
-
-    ``observations[i]`` is what the agent answered with ``actions[i]`` (the first observation, then
-    one after every action). ``canonical[i]`` is ``info["canonical"]`` of step ``i`` (format
-    compliance), ``valid[i]`` whether its tool calls parsed and validated. ``error`` is None for an
-    episode that was played to its end (success or not) and says why otherwise (an endpoint that
-    kept failing); such an episode counts as unsuccessful and is played again by ``--resume``.
-    Token counts are what the agent's endpoint or model reported (0 for scripted and tabular agents).
-    """
-
-    index: int = Field(ge=0)
-    reset: dict[str, Any]
-    observations: list[str] = Field(default_factory=list)
-    actions: list[str] = Field(default_factory=list)
-    rewards: list[FiniteFloat] = Field(default_factory=list)
-    canonical: list[bool] = Field(default_factory=list)
-    valid: list[bool] = Field(default_factory=list)
-    success: bool = False
-    terminated: bool = False
-    truncation: str | None = None
-    error: str | None = None
-    prompt_tokens: int = Field(0, ge=0)
-    completion_tokens: int = Field(0, ge=0)
-
-    @computed_field
-    @property
-    def total_reward(self) -> float:
-        return math.fsum(self.rewards)
-
-    @computed_field
-    @property
-    def turns(self) -> int:
-        return len(self.actions)
-
-    def step(self, action: str, observation: str, reward: float, info: dict[str, Any]) -> None:
-        """Append one env step (``info`` as ``ToolEnv.step`` returns it). A reward that is not a finite
-        number raises ``ValueError`` before anything is appended (the record stays consistent)."""
-        if not math.isfinite(reward := float(reward)):
-            raise ValueError(f"the env returned the reward {reward} at turn {self.turns + 1}")
-        self.actions.append(action)
-        self.observations.append(observation)
-        self.rewards.append(reward)
-        self.canonical.append(bool(info.get("canonical", False)))
-        self.valid.append(info.get("parse_error") is None and bool(info.get("tool_calls", True)))
-        self.success = bool(info.get("success", False))
 
 
 class RunConfig(BaseModel):
@@ -552,7 +504,7 @@ def load_episodes(path: str | Path, check: Callable[[EpisodeRecord], str | None]
             continue
         line = _decode(raw, f"{path}:{n}")
         try:
-            record = EpisodeRecord.model_validate_json(line)
+            record = EpisodeRecord.from_line(line)
         except ValueError as exc:
             raise ValueError(f"{path}:{n}: not an episode record ({error_line(exc)})") from None
         if check is not None and (problem := check(record)) is not None:
