@@ -2,8 +2,9 @@
 
 An :class:`LLMTrainer` owns what is the same for all of them:
 
-- the run directory (:class:`~agentgym.trainers.run_dir.RunDir`): ``config.json`` (written when training starts,
-  so a stopped run can resume, and again when it ends, with what the run learned about its data),
+- the run directory (:class:`~agentgym.trainers.run_dir.RunDir`): ``config.json`` (written once: when training
+  starts where the trainer checkpoints, so a stopped run can resume; when it ends for the others, whose
+  ``config.json`` records what the run found in its data, e.g. DPO's pair counts),
   ``metrics.jsonl``/``.csv`` (one row per step; the rows are also :attr:`LLMTrainer.metrics`),
   ``learning_curve.png`` and ``final/``;
 - AdamW with its linear warm-up (:func:`~agentgym.trainers.optim.adamw_with_warmup`), from the config's
@@ -268,7 +269,8 @@ class LLMTrainer:
                 self._writer = None
         if writes:
             assert self.run is not None
-            self.run.write_config(self.algorithm, **self.run_info())
+            if not self.resumable:
+                self.run.write_config(self.algorithm, **self.run_info())
             self.save(self.run.final)
             self.run.plot(
                 self.label, self.metrics, keys=self.curve_keys, window=self.curve_window, title=self.curve_title()
@@ -276,9 +278,10 @@ class LLMTrainer:
         return self
 
     def start_run(self) -> MetricsWriter:
-        """Write ``config.json`` and open the metrics files (keeping a resumed run's rows)."""
+        """Write ``config.json`` (a resumable trainer) and open the metrics files (keeping a resumed run's rows)."""
         assert self.run is not None
-        self.run.write_config(self.algorithm, **self.run_info())
+        if self.resumable:
+            self.run.write_config(self.algorithm, **self.run_info())
         return self.run.metrics(step_key="step", resume_after=self.step if self.step else None)
 
     def evaluate(self, *, split: str | None = None, episodes: int | None = None) -> dict[str, float]:
