@@ -221,15 +221,14 @@ def _cmd_train_llm(spec: TrainerSpec, args: argparse.Namespace) -> int:
     model = None if args.resume else _resolve_model(args.model)  # a missing model fails before --out is touched
     _prepare_out(args)
     if args.resume:
-        if not hasattr(trainer_cls, "resume"):
+        if not getattr(trainer_cls, "resumable", False):
             raise ValueError(f"--resume works for sft, grpo and llm-ppo runs, not {args.algorithm}")
         trainer = trainer_cls.resume(out)
         more = {"steps": config.steps} if spec.budget == "steps" else {}
-        rows = trainer.learn(**more, progress_bar=not args.no_progress)
+        trainer.learn(**more, progress_bar=not args.no_progress)
     else:
-        trainer = trainer_cls(model, config, out_dir=out)
-        rows = trainer.learn(progress_bar=not args.no_progress)
-    last = {k: v for row in rows for k, v in row.items() if k.startswith("eval_")}
+        trainer = trainer_cls(model, config, out_dir=out).learn(progress_bar=not args.no_progress)
+    last = {k: v for row in trainer.metrics for k, v in row.items() if k.startswith("eval_")}
     if "eval_accuracy" in last:
         print(f"held-out pairs: accuracy {last['eval_accuracy']:.0%}, margin {last['eval_margin']:.3g}")
     elif "eval_success" in last:

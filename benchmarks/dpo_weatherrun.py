@@ -87,7 +87,7 @@ def main() -> None:
                 f"reward accuracy {row['reward_accuracy']:.2f}  margin {row['reward_margin']:.2f}"
             )
 
-    rows = trainer.learn(callback=on_step, progress_bar=False)
+    rows = trainer.learn(callback=on_step, progress_bar=False).metrics
     before, after = trainer.evaluation["before"], trainer.evaluation["after"]
     summary = {
         "sft_model": args.sft,

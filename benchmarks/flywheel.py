@@ -78,11 +78,15 @@ def sft_then_grpo(name: str, sft: dict[str, Any], steps: int, seed: int, out: Pa
     torch.set_num_threads(1)
     policy = LLMPolicy.from_pretrained(base_model_path())
     t0 = time.perf_counter()
-    rows = SFT(policy, SFTConfig(**{**TINY["sft"], **sft}, seed=seed), out_dir=out / "sft").learn(progress_bar=False)
+    rows = (
+        SFT(policy, SFTConfig(**{**TINY["sft"], **sft}, seed=seed), out_dir=out / "sft")
+        .learn(progress_bar=False)
+        .metrics
+    )
     after_sft = rows[-1]
     t1 = time.perf_counter()
     config = GRPOConfig(**TINY["grpo"], steps=steps, checkpoint_every=steps, seed=seed)
-    rows = GRPO(policy, config, out_dir=out / "grpo").learn(progress_bar=False)
+    rows = GRPO(policy, config, out_dir=out / "grpo").learn(progress_bar=False).metrics
     after_grpo = next(r for r in reversed(rows) if "eval_success" in r)
     result = {
         "route": name,

@@ -89,7 +89,7 @@ def run_seed(
             )
         return trained[0] < minutes * 60
 
-    rows = trainer.learn(callback=on_step, progress_bar=False)
+    rows = trainer.learn(callback=on_step, progress_bar=False).metrics
     timing = {
         k: statistics.mean(r[k] for r in rows if k in r)
         for k in ("time_step", "time_generate", "time_env", "time_update")

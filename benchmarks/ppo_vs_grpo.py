@@ -70,7 +70,7 @@ def train(
         clock["last"] = time.perf_counter()
         return not done
 
-    rows = trainer.learn(100_000, callback=on_step, progress_bar=False)
+    rows = trainer.learn(100_000, callback=on_step, progress_bar=False).metrics
     return write_summary(name, label, out, settings, curve, rows[-1]["step"], clock["trained"])
 
 

@@ -67,7 +67,7 @@ def run_arm(start: str, model: Path, seed: int, process_reward: float, steps: in
     first = trainer.evaluate()
     curve = [{"step": 0, **{f"eval_{k}": first[k] for k in ("success", "tool_use", "reward")}}]
     began = time.perf_counter()
-    rows = trainer.learn(progress_bar=False)
+    rows = trainer.learn(progress_bar=False).metrics
     for row in rows:
         if "eval_success" in row:
             window = [r for r in rows if row["step"] - eval_every < r["step"] <= row["step"]]

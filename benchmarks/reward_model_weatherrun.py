@@ -75,7 +75,7 @@ def main() -> None:
     )
     start = time.perf_counter()
     trainer = RewardModelTrainer(args.sft, config, out_dir=args.out)
-    rows = trainer.learn(progress_bar=False)
+    rows = trainer.learn(progress_bar=False).metrics
     evals = [r for r in rows if "eval_accuracy" in r]
     for r in evals:
         print(

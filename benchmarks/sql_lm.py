@@ -110,7 +110,7 @@ def run_seed(args: argparse.Namespace, seed: int, out: Path) -> dict[str, Any]:
     )
     policy = LLMPolicy.from_pretrained(args.model)
     sft_dir = out / f"seed-{seed}" / "sft"
-    sft_rows = SFT(policy, sft_config, out_dir=sft_dir).learn(progress_bar=False)
+    sft_rows = SFT(policy, sft_config, out_dir=sft_dir).learn(progress_bar=False).metrics
     sft_seconds = sft_rows[-1]["time"]
     times = {row["step"]: row["time"] for row in sft_rows}
     print(f"seed {seed}: SFT {len(sft_rows)} steps in {sft_seconds:.0f} s", flush=True)
@@ -134,8 +134,10 @@ def run_seed(args: argparse.Namespace, seed: int, out: Path) -> dict[str, Any]:
         grpo_times[row["step"]] = spent[0]
         return spent[0] < args.grpo_minutes * 60
 
-    grpo_rows = GRPO(LLMPolicy.from_pretrained(sft_dir / "final"), grpo_config, out_dir=grpo_dir).learn(
-        callback=stop_on_time, progress_bar=False
+    grpo_rows = (
+        GRPO(LLMPolicy.from_pretrained(sft_dir / "final"), grpo_config, out_dir=grpo_dir)
+        .learn(callback=stop_on_time, progress_bar=False)
+        .metrics
     )
     print(f"seed {seed}: GRPO {len(grpo_rows)} steps in {spent[0]:.0f} s", flush=True)
 

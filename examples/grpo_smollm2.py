@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> None:
         )
 
     evaluate(0)  # the prompted base, before any update
-    rows = trainer.learn(callback=record, progress_bar=False)
+    rows = trainer.learn(callback=record, progress_bar=False).metrics
     if "eval_success" not in rows[-1]:  # stopped by --minutes between evaluations: evaluate where it stopped
         evaluate(rows[-1]["step"])
     print(f"done in {time.perf_counter() - start:.0f} s; adapters in {args.out / 'final'}")

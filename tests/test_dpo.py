@@ -98,7 +98,7 @@ def test_dpo_on_jsonl_pairs_starts_at_log2_and_learns_the_preference(tiny_model_
     writes = []
     write_config = RunDir.write_config
     monkeypatch.setattr(RunDir, "write_config", lambda run, *a, **kw: writes.append(a) or write_config(run, *a, **kw))
-    rows = trainer.learn(progress_bar=False)  # ~4 s
+    rows = trainer.learn(progress_bar=False).metrics  # ~4 s
     before, first, last = rows[0], rows[1], rows[-1]
     assert before["eval_loss"] == pytest.approx(math.log(2), abs=1e-5)  # held-out pairs, π = π_ref: h = 0
     assert first["loss"] == pytest.approx(math.log(2), abs=1e-5)
@@ -133,7 +133,7 @@ def test_iterative_dpo_from_rollouts_raises_the_preferred_behaviour(tiny_model_p
         eval_episodes=4,
     )
     trainer = DPO(policy, config)
-    rows = trainer.learn(progress_bar=False)  # ~5 s
+    rows = trainer.learn(progress_bar=False).metrics  # ~5 s
     after = mean_sampled_reward(policy)
     assert after > before + 0.15, (before, after)  # measured: 0.37 → 0.66 (sampled vowel share)
     assert trainer.counts["pairs"] == 4 * 32  # vowel shares of 8 replies never all tie
@@ -160,7 +160,7 @@ def test_iterative_dpo_stops_keeping_its_progress_when_the_rollouts_no_longer_di
         eval_episodes=4,
     )
     trainer = DPO(policy, config, pairs=answer_pairs(16), out_dir=tmp_path / "dpo")
-    rows = trainer.learn(progress_bar=False)
+    rows = trainer.learn(progress_bar=False).metrics
     assert {r["round"] for r in rows} == {0, 1} and trainer.counts["rounds_done"] == 1
     assert (tmp_path / "dpo" / "final" / "model.safetensors").is_file()
     assert json.loads((tmp_path / "dpo" / "config.json").read_text())["rounds_done"] == 1
@@ -173,7 +173,7 @@ def test_rpo_adds_the_mean_nll_of_the_chosen_tokens(tiny_model_path):
     pairs = true_pairs(4)
     config = DPOConfig(eval_split=None, rpo_alpha=0.5, epochs=1, batch_size=4, learning_rate=1e-9)
     trainer = DPO(tiny_model_path, config, pairs=pairs)
-    row = trainer.learn(progress_bar=False)[1]
+    row = trainer.learn(progress_bar=False).metrics[1]
     kept = [
         cancel_shared([chat_sample(trainer.policy, p.chosen)], [chat_sample(trainer.policy, p.rejected)])[0]
         for p in pairs

@@ -108,7 +108,7 @@ def test_loss_normalisations_by_hand(loss_type, expected, tiny_model_path):
 
 def test_grpo_raises_a_toy_reward(tiny_model_path):
     trainer = GRPO(tiny_model_path, tiny_config())
-    rows = trainer.learn(50, progress_bar=False)  # ~10 s
+    rows = trainer.learn(50, progress_bar=False).metrics  # ~10 s
     first = sum(r["reward"] for r in rows[:5]) / 5
     last = sum(r["reward"] for r in rows[-5:]) / 5
     assert last > first + 0.3, (first, last)  # measured: 0.37 → 0.99
@@ -117,8 +117,8 @@ def test_grpo_raises_a_toy_reward(tiny_model_path):
 
 
 def test_kl_anchor_keeps_the_policy_near_the_reference(tiny_model_path):
-    free = GRPO(tiny_model_path, tiny_config(seed=1)).learn(12, progress_bar=False)
-    anchored = GRPO(tiny_model_path, tiny_config(seed=1, beta=1.0)).learn(12, progress_bar=False)
+    free = GRPO(tiny_model_path, tiny_config(seed=1)).learn(12, progress_bar=False).metrics
+    anchored = GRPO(tiny_model_path, tiny_config(seed=1, beta=1.0)).learn(12, progress_bar=False).metrics
     assert free[-1]["kl"] == 0.0  # β = 0: no reference model, nothing measured
     assert 0 < anchored[-1]["kl"]
     assert anchored[0]["kl"] == pytest.approx(0.0, abs=1e-6)  # the first step starts at the reference
@@ -177,7 +177,7 @@ def test_sft_teaches_the_tool_call_format(tiny_model_path):
     config = SFTConfig(
         rollout=rollout, episodes=256, epochs=3, learning_rate=2e-3, batch_size=16, eval_split="train", eval_episodes=30
     )
-    rows = SFT(policy, config).learn(progress_bar=False)
+    rows = SFT(policy, config).learn(progress_bar=False).metrics
     assert rows[-1]["loss"] < 0.25 * rows[0]["loss"]
     assert rows[-1]["eval_format_compliance"] > 0.9  # greedy actions on the train split are canonical calls
 
@@ -238,7 +238,7 @@ def test_short_grpo_raises_the_cliffwalk_return_from_the_fixed_start(seed):
     recipe = tiny_overrides("grpo-cliffwalk", env)
     settings = {**recipe, "env_kwargs": {}, "rollout": {**recipe["rollout"], "max_turns": 20}, "tasks_per_step": 4}
     config = GRPOConfig(**settings, steps=8, checkpoint_every=0, log_episodes=False, seed=seed)
-    rows = GRPO(policy, config).learn(progress_bar=False)
+    rows = GRPO(policy, config).learn(progress_bar=False).metrics
     first, last = rows[0]["reward"], sum(r["reward"] for r in rows[-2:]) / 2
     assert first <= -60 and last >= first + 30, [round(r["reward"], 1) for r in rows]
     assert rows[-1]["tool_call_validity"] >= 0.9  # it stays on the grid by moving, not by writing nonsense

@@ -109,7 +109,7 @@ def test_ppo_raises_a_toy_reward_and_its_critic_learns(tiny_model_path):
 def test_ppo_writes_value_head_and_resumes(tmp_path, tiny_model_path):
     run = tmp_path / "run"
     trainer = LLMPPO(tiny_model_path, ppo_config(episodes_per_step=8, checkpoint_every=2, eval_episodes=4), out_dir=run)
-    rows = trainer.learn(2, progress_bar=False)
+    rows = trainer.learn(2, progress_bar=False).metrics
     assert [r["step"] for r in rows] == [1, 2] and 0 <= rows[1]["eval_success"] <= 1
     head = trainer._value_head.weight.detach().clone()
     assert (run / "checkpoints" / "step-000002" / VALUE_HEAD_FILE).exists() and (

@@ -96,7 +96,7 @@ def test_grpo_with_lora_raises_the_toy_reward_on_every_seed():
     """tests/test_grpo.py's toy-reward test, with LoRA adapters only. Measured over seeds 0–4, 12 steps: the first
     two steps' reward 0.39–0.41, the last three's 0.66 (seeds 0 and 1 settle on a 2/3-vowel answer) or 1.0."""
     for seed in (0, 1, 2):
-        rows = GRPO(MODEL, lora_config(seed=seed)).learn(12, progress_bar=False)
+        rows = GRPO(MODEL, lora_config(seed=seed)).learn(12, progress_bar=False).metrics
         first = sum(r["reward"] for r in rows[:2]) / 2
         last = sum(r["reward"] for r in rows[-3:]) / 3
         assert last > first + 0.2, (seed, first, last)

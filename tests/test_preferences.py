@@ -215,7 +215,7 @@ def test_bradley_terry_loss_by_hand():
 def test_reward_model_learns_a_synthetic_preference(tiny_model_path, tmp_path):
     config = RewardModelConfig(epochs=3, batch_size=16, learning_rate=1e-4, eval_fraction=0.25)
     trainer = RewardModelTrainer(tiny_model_path, config, out_dir=tmp_path / "rm", pairs=answer_pairs(240))
-    rows = trainer.learn(progress_bar=False)  # ~5 s
+    rows = trainer.learn(progress_bar=False).metrics  # ~5 s
     assert trainer.num_pairs == {"train": 180, "eval": 60}
     assert rows[0]["step"] == 0 and abs(rows[0]["eval_margin"]) < 0.05  # untrained: no preference
     assert rows[-1]["eval_accuracy"] >= 0.8, rows[-1]  # measured: 1.0 (held-out prompts are new)
@@ -258,7 +258,7 @@ def test_reward_model_trains_on_rollout_pairs_of_a_policy(tiny_model_path, tmp_p
         env_id=VOWELS, rollout=RolloutConfig(max_new_tokens=6), tasks=8, generations=4, epochs=1, learning_rate=1e-4
     )
     trainer = RewardModelTrainer(policy, config, out_dir=tmp_path / "rm")
-    rows = trainer.learn(progress_bar=False)
+    rows = trainer.learn(progress_bar=False).metrics
     assert sum(trainer.num_pairs.values()) == 8  # vowel shares of 4 sampled replies rarely tie
     assert "eval_accuracy" in rows[-1] and (tmp_path / "rm" / "final" / "model.safetensors").exists()
     # the policy's own weights were copied, not shared

@@ -148,7 +148,7 @@ def test_sft_grpo_and_ppo_steps_with_lora(smollm2, tmp_path):
         return all(torch.equal(p, now[n]) for n, p in base.items())
 
     adapters = snapshot()
-    (row,) = sft.learn(progress_bar=False)
+    (row,) = sft.learn(progress_bar=False).metrics
     assert math.isfinite(row["loss"]) and row["loss"] > 0
     assert moved(adapters) and base_unchanged()
 

@@ -48,7 +48,7 @@ import copy
 import random
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,7 +60,7 @@ from torch import Tensor
 
 from agentgym.trainers.config import AdamWConfig, EvalConfig
 from agentgym.trainers.llm import LLMPolicy, token_logprobs
-from agentgym.trainers.optim import adamw_with_warmup
+from agentgym.trainers.llm_trainer import LLMTrainer
 from agentgym.trainers.preferences import (
     NoPreferencePairs,
     PairsConfig,
@@ -70,8 +70,7 @@ from agentgym.trainers.preferences import (
     rollout_pairs,
     split_pairs,
 )
-from agentgym.trainers.rollout import Sample, collate, evaluate_split
-from agentgym.trainers.run_dir import RunDir
+from agentgym.trainers.rollout import Sample, collate
 from agentgym.trainers.sft import chat_sample
 
 __all__ = ["DPO", "DPOConfig", "cancel_shared", "dpo_loss", "sequence_logprobs"]
@@ -181,14 +180,22 @@ class _Pair:
         return sum(sum(s.loss_mask) for s in self.chosen)
 
 
-class DPO:
+class DPO(LLMTrainer):
     """Direct Preference Optimization on preference pairs of agentgym episodes (or chat transcripts).
 
-    ``DPO(policy, config, out_dir=...).learn()`` trains, writing ``config.json``, ``metrics.jsonl``/
-    ``.csv``, ``learning_curve.png`` and ``final/`` under ``out_dir``. ``policy`` is an
-    :class:`LLMPolicy` or a path/hub id; ``reference`` likewise (default: a frozen copy of the start
-    policy); ``pairs`` overrides ``config.data`` and the rollouts of the first round.
+    ``DPO(policy, config, out_dir=...).learn()`` trains and returns the trainer (its metric rows are ``.metrics``),
+    writing ``config.json``, ``metrics.jsonl``/``.csv``, ``learning_curve.png`` and ``final/`` under ``out_dir``.
+    ``policy`` is an :class:`LLMPolicy` or a path/hub id; ``reference`` likewise (default: a frozen copy of the
+    start policy); ``pairs`` overrides ``config.data`` and the rollouts of the first round. The run directory,
+    optimizer, evaluation and loop are :class:`~agentgym.trainers.llm_trainer.LLMTrainer`'s.
     """
+
+    algorithm = "dpo"
+    label = "DPO"
+    config_class = DPOConfig
+    curve_keys = CURVE_KEYS
+    resumable = False
+    config: DPOConfig
 
     def __init__(
         self,
@@ -200,7 +207,7 @@ class DPO:
         pairs: Sequence[PreferencePair] | None = None,
         **overrides: Any,
     ) -> None:
-        self.config = DPOConfig.model_validate({**(config or DPOConfig()).model_dump(), **overrides})
+        super().__init__(config, out_dir=out_dir, **overrides)
         cfg = self.config
         if pairs is None and cfg.data is not None and not Path(cfg.data).is_file():
             raise FileNotFoundError(f"no preference-pairs file at {cfg.data} (DPOConfig.data)")
@@ -208,8 +215,6 @@ class DPO:
             if isinstance(source, str | Path):
                 check_model_path(source, what)
         self.policy = policy if isinstance(policy, LLMPolicy) else LLMPolicy.from_pretrained(policy)
-        self.out_dir = Path(out_dir) if out_dir is not None else None
-        self.run = RunDir(self.out_dir) if self.out_dir is not None else None
         self.reference_path = str(reference) if isinstance(reference, str | Path) else self.policy.model.name_or_path
         if isinstance(reference, LLMPolicy):
             self.reference = reference.model
@@ -221,12 +226,10 @@ class DPO:
         self._pairs = list(pairs) if pairs is not None else None
         torch.manual_seed(cfg.seed)
         self.rng = random.Random(cfg.seed)
-        self.optimizer, self.scheduler = adamw_with_warmup(
-            self.policy.model.parameters(), cfg.learning_rate, cfg.warmup_steps, weight_decay=cfg.weight_decay
-        )
-        self.step = 0
+        self.make_optimizer(self.policy.model.parameters())
         self.counts: dict[str, int] = {"pairs": 0, "skipped_pairs": 0, "eval_pairs": 0}
         self.evaluation: dict[str, dict[str, float]] = {}
+        self._before: dict[str, float] = {}
 
     # ------------------------------------------------------------------ public API
 
@@ -239,86 +242,56 @@ class DPO:
             return read_pairs(cfg.data)
         return rollout_pairs(self.policy, cfg, cfg.seed + 7919 * round_index)
 
-    def evaluate(self, *, split: str | None = None, episodes: int | None = None) -> dict[str, float]:
-        """Greedy evaluation on the frozen ``eval_split`` (every task once unless ``episodes``)."""
-        return evaluate_split(self.policy, self.config, split=split, episodes=episodes)
-
-    def learn(
-        self,
-        *,
-        callback: Callable[[DPO, dict[str, Any]], bool | None] | None = None,
-        progress_bar: bool = True,
-    ) -> list[dict[str, Any]]:
-        """Train for ``rounds`` × ``epochs`` over the pairs; return the metric rows.
+    def train_steps(self, steps: int | None = None) -> Iterator[dict[str, Any]]:
+        """``rounds`` × ``epochs`` over the pairs, ``batch_size`` pairs a step.
 
         Row 0 holds the evaluation before training (``eval_*``); the last row of every round holds the
-        evaluation after it. ``callback(trainer, row)`` runs after every step; ``False`` stops training.
+        evaluation after it.
         """
-        from tqdm.auto import tqdm
-
         cfg = self.config
-        writer = self.run.metrics(step_key="step") if self.run is not None else None
-        rows: list[dict[str, Any]] = []
-        before = self._evaluation_row()
+        self._before = before = self._evaluation_row()
         self.evaluation["before"] = {k[5:]: v for k, v in before.items() if k.startswith("eval_")}
-        bar = tqdm(desc="DPO", disable=not progress_bar, unit="step")
         t0 = time.perf_counter()
-        stopped = False
-        try:
-            for round_index in range(cfg.rounds):
-                try:
-                    pairs = self.preference_pairs(round_index)
-                except NoPreferencePairs as error:
-                    if round_index == 0:
-                        raise
-                    # iterative DPO: the policy's own rollouts no longer disagree; what it learned so far stays
-                    bar.write(f"DPO: stopped after round {round_index} of {cfg.rounds}: {error}")
-                    break
-                if round_index > 0 and cfg.update_reference:  # iterative DPO: anchor to the last round's policy
-                    self.reference = copy.deepcopy(self.policy.model).eval().requires_grad_(False)
-                self.counts["rounds_done"] = round_index + 1
-                train, held_out = self._prepare(pairs, round_index)
+        for round_index in range(cfg.rounds):
+            try:
+                pairs = self.preference_pairs(round_index)
+            except NoPreferencePairs as error:
                 if round_index == 0:
-                    first = {"step": 0, "round": 0, **before, **self._held_out(held_out)}
-                    rows.append(first)
-                    if writer:
-                        writer.write(first)
-                bar.total = (bar.total or 0) + cfg.epochs * -(-len(train) // cfg.batch_size)
-                for epoch in range(1, cfg.epochs + 1):
-                    order = train[:]
-                    self.rng.shuffle(order)
-                    for start in range(0, len(order), cfg.batch_size):
-                        row = {"step": self.step + 1, "round": round_index + 1, "epoch": epoch}
-                        row.update(self.train_step(order[start : start + cfg.batch_size]))
-                        row["time"] = time.perf_counter() - t0
-                        last = epoch == cfg.epochs and start + cfg.batch_size >= len(order)
-                        if last:
-                            row.update(self._held_out(held_out))
-                            row.update(self._evaluation_row())
-                        rows.append(row)
-                        if writer:
-                            writer.write(row)
-                        bar.update(1)
-                        bar.set_postfix(loss=f"{row['loss']:.3f}", accuracy=f"{row['reward_accuracy']:.2f}")
-                        if callback is not None and callback(self, row) is False:
-                            stopped = True
-                            break
-                    if stopped:
-                        break
-                if stopped:
-                    break
-        finally:
-            bar.close()
-            if writer:
-                writer.close()
-        if stopped and "eval_success" not in rows[-1] and cfg.eval_split is not None:
+                    raise
+                # iterative DPO: the policy's own rollouts no longer disagree; what it learned so far stays
+                self.progress.write(f"DPO: stopped after round {round_index} of {cfg.rounds}: {error}")
+                return
+            if round_index > 0 and cfg.update_reference:  # iterative DPO: anchor to the last round's policy
+                self.reference = copy.deepcopy(self.policy.model).eval().requires_grad_(False)
+            self.counts["rounds_done"] = round_index + 1
+            train, held_out = self._prepare(pairs, round_index)
+            if round_index == 0:
+                self.log({"step": 0, "round": 0, **before, **self._held_out(held_out)})
+            self.set_total((self.total_steps or 0) + cfg.epochs * -(-len(train) // cfg.batch_size))
+            for epoch in range(1, cfg.epochs + 1):
+                order = train[:]
+                self.rng.shuffle(order)
+                for start in range(0, len(order), cfg.batch_size):
+                    row = {"step": self.step + 1, "round": round_index + 1, "epoch": epoch}
+                    row.update(self.train_step(order[start : start + cfg.batch_size]))
+                    row["time"] = time.perf_counter() - t0
+                    if epoch == cfg.epochs and start + cfg.batch_size >= len(order):  # the round's last step
+                        row.update(self._held_out(held_out))
+                        row.update(self._evaluation_row())
+                    yield row
+
+    def on_train_end(self) -> None:
+        """A run stopped early is evaluated where it stopped; ``evaluation["after"]`` is the last evaluation."""
+        rows = self.metrics
+        if self.stopped and "eval_success" not in rows[-1] and self.config.eval_split is not None:
             rows[-1].update(self._evaluation_row())
-        self.evaluation["after"] = {k[5:]: v for k, v in rows[-1].items() if k in before}
-        if self.run is not None:  # config.json once, when the pair counts and the evaluations are known
-            self.run.write_config("dpo", **self._run_info())
-            self.policy.save_pretrained(self.run.final)
-            self.run.plot("DPO", rows, keys=CURVE_KEYS, title=f"DPO on {cfg.env_id if cfg.data is None else cfg.data}")
-        return rows
+        self.evaluation["after"] = {k[5:]: v for k, v in rows[-1].items() if k in self._before}
+
+    def postfix(self, row: dict[str, Any]) -> dict[str, str]:
+        return {"loss": f"{row['loss']:.3f}", "accuracy": f"{row['reward_accuracy']:.2f}"}
+
+    def curve_title(self) -> str:
+        return f"DPO on {self.config.env_id if self.config.data is None else self.config.data}"
 
     # ------------------------------------------------------------------ one step
 
@@ -415,8 +388,9 @@ class DPO:
             return {}
         return {f"eval_{k}": v for k, v in self.evaluate().items()}
 
-    def _run_info(self) -> dict[str, Any]:
-        """``config.json``'s entries besides the algorithm and the provenance."""
+    def run_info(self) -> dict[str, Any]:
+        """``config.json``'s entries besides the algorithm and the provenance (the pair counts and evaluations
+        are complete when training ends)."""
         return {
             "config": self.config.model_dump(mode="json"),
             "reference": self.reference_path

@@ -28,8 +28,8 @@ Each step:
    ``"dapo"`` (mean over all tokens of the batch) or ``"dr_grpo"`` (sum / (sequences × max_new_tokens)).
 
 The loop, checkpoints (``GRPO.resume`` continues a stopped run exactly), greedy evaluation on the
-frozen split, reward-model rewards and multi-process training come from
-:class:`agentgym.trainers.online.OnlineTrainer`.
+frozen split and multi-process training come from :class:`agentgym.trainers.llm_trainer.LLMTrainer`,
+the envs and reward-model rewards from :class:`agentgym.trainers.online.OnlineTrainer`.
 
 Defaults for small models (what the tiny-model benchmark found; see ``benchmarks/grpo_weatherrun.py``):
 the KL anchor matters more than anything after tokenisation. With ``beta=0`` the tiny model locked
@@ -172,13 +172,14 @@ def _token_advantages(chunk: list[UniqueSample], width: int) -> torch.Tensor:
 class GRPO(OnlineTrainer):
     """Group Relative Policy Optimization on any agentgym text env.
 
-    ``GRPO(policy, config, out_dir=...).learn()`` trains, writing ``metrics.jsonl``/``.csv``,
-    TensorBoard events (when installed), ``episodes.jsonl``, ``learning_curve.png``,
-    ``checkpoints/step-N/`` and ``final/`` under ``out_dir``. ``policy`` is an :class:`LLMPolicy`
-    or a path/hub id.
+    ``GRPO(policy, config, out_dir=...).learn()`` trains and returns the trainer (its metric rows are
+    ``.metrics``), writing ``metrics.jsonl``/``.csv``, TensorBoard events (when installed), ``episodes.jsonl``,
+    ``learning_curve.png``, ``checkpoints/step-N/`` and ``final/`` under ``out_dir``. ``policy`` is an
+    :class:`LLMPolicy` or a path/hub id.
     """
 
     algorithm = "grpo"
+    label = "GRPO"
     config_class = GRPOConfig
     curve_keys = ("reward", "success", "format_compliance", "kl", "eval_success")
     config: GRPOConfig

@@ -78,6 +78,7 @@ class LLMPPO(OnlineTrainer):
     """
 
     algorithm = "ppo"
+    label = "PPO"
     config_class = LLMPPOConfig
     curve_keys = ("reward", "success", "value_loss", "explained_variance", "eval_success")
     config: LLMPPOConfig

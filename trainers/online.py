@@ -2,10 +2,11 @@
 playing agentgym text envs.
 
 An :class:`OnlineTrainer` owns the policy (and, with ``beta > 0``, a frozen reference copy), a pool
-of training envs, AdamW with warm-up, the random number generators and the loop: ``train_step`` →
-metrics row → every ``checkpoint_every`` steps a checkpoint and a greedy evaluation on the frozen
-split → ``metrics.jsonl``/``.csv``, TensorBoard, ``episodes.jsonl``, ``learning_curve.png`` and
-``final/``. A subclass writes ``train_step``.
+of training envs, the random number generators, the reward sources and ``episodes.jsonl``; the loop
+(``train_step`` → metrics row → every ``checkpoint_every`` steps and after the last a checkpoint and a
+greedy evaluation on the frozen split → ``metrics.jsonl``/``.csv``, ``learning_curve.png``, ``final/``),
+AdamW with warm-up and the process group are :class:`~agentgym.trainers.llm_trainer.LLMTrainer`'s, which
+every LLM trainer shares. A subclass writes ``train_step``.
 
 **Reward sources.** An episode's reward is the env's rule-based reward, a learned reward model's
 score of the transcript, or a mix::
@@ -18,10 +19,12 @@ so SFT → reward model → PPO, the classic RLHF pipeline, is ``reward_model=PA
 Every episode is logged to ``episodes.jsonl`` with both rewards and the env's verdict (``success``)
 for ``agentgym audit RUN_DIR``, which lists high-reward episodes the rules reject.
 
-**Reading order.** :meth:`OnlineTrainer.learn` is the loop; a subclass's ``train_step`` is one step (play,
+**Reading order.** :meth:`LLMTrainer.learn <agentgym.trainers.llm_trainer.LLMTrainer.learn>` is the loop; a
+subclass's ``train_step`` is one step (play,
 reward, log the episodes, update). What a step needs around the math lives in small pieces:
-:class:`ProcessGroup` (ranks and their collectives), :class:`~agentgym.trainers.run_dir.RunDir` (files) and
-:class:`~agentgym.trainers.run_dir.EpisodeLog` (``episodes.jsonl``). The module trained is :attr:`scorer`.
+:class:`~agentgym.trainers.llm_trainer.ProcessGroup` (ranks and their collectives),
+:class:`~agentgym.trainers.run_dir.RunDir` (files) and :class:`~agentgym.trainers.run_dir.EpisodeLog`
+(``episodes.jsonl``). The module trained is :attr:`scorer`.
 
 **More than one process.** Started by ``torchrun`` or ``accelerate launch`` (``WORLD_SIZE > 1``),
 the trainer uses ``accelerate``: the training pass is wrapped in DistributedDataParallel (gloo on
@@ -36,24 +39,23 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import os
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, field_validator
 from torch import Tensor
 
 from agentgym.core import task_info
 from agentgym.registration import make_env
-from agentgym.trainers.checkpoint import load_trainer_state, save_checkpoint
 from agentgym.trainers.config import AdamWConfig, CheckpointConfig, EvalConfig, ModelConfig
 from agentgym.trainers.llm import DTYPES, LLMPolicy, TokenScores, has_adapters, prepare_policy, score_tokens
-from agentgym.trainers.optim import adamw_with_warmup
-from agentgym.trainers.rollout import Episode, Sample, collate, evaluate_split
-from agentgym.trainers.run_dir import EpisodeLog, RunDir
+from agentgym.trainers.llm_trainer import LLMTrainer, ProcessGroup
+from agentgym.trainers.metrics import MetricsWriter
+from agentgym.trainers.rollout import Episode, Sample, collate
+from agentgym.trainers.run_dir import EpisodeLog
 
 __all__ = ["OnlineConfig", "OnlineTrainer", "ProcessGroup", "TokenScorer"]
 
@@ -116,65 +118,11 @@ class TokenScorer(torch.nn.Module):
         )
 
 
-class ProcessGroup:
-    """The processes of a run: one, or several started by ``torchrun``/``accelerate launch`` (``WORLD_SIZE > 1``),
-    which talk through ``accelerate``. In one process every collective is the identity."""
+class OnlineTrainer(LLMTrainer):
+    """The rollout envs, reward sources, reference model and step budget of an online LLM trainer; the run
+    directory, optimizer, checkpoints, evaluation, process group and loop are :class:`LLMTrainer`'s.
 
-    def __init__(self) -> None:
-        self.accelerator = _accelerator()
-        self.rank = self.accelerator.process_index if self.accelerator else 0
-        self.world_size = self.accelerator.num_processes if self.accelerator else 1
-
-    def shard(self, items: list[Any]) -> list[Any]:
-        """This rank's share of a list every rank built identically."""
-        return items[self.rank :: self.world_size]
-
-    def sum(self, *values: float) -> list[float]:
-        """Element-wise sums over all ranks (the values themselves in one process)."""
-        if self.accelerator is None:
-            return list(values)
-        tensor = torch.tensor(values, dtype=torch.float64, device=self.accelerator.device)
-        return self.accelerator.reduce(tensor, reduction="sum").tolist()
-
-    def mean(self, row: dict[str, Any]) -> dict[str, Any]:
-        """A metrics row's numbers averaged over ranks (NaNs count as 0)."""
-        if self.accelerator is None:
-            return row
-        keys = [k for k, v in row.items() if isinstance(v, int | float) and k != "step"]
-        sums = self.sum(*[float(row[k]) if row[k] == row[k] else 0.0 for k in keys])
-        return {**row, **{k: s / self.world_size for k, s in zip(keys, sums, strict=True)}}
-
-    def gather(self, items: list[Any]) -> list[Any]:
-        """Every rank's ``items``, concatenated in rank order (a collective)."""
-        if self.accelerator is None:
-            return items
-        from accelerate.utils import gather_object
-
-        return [item for part in gather_object([items]) for item in part]
-
-    def place(self, model: torch.nn.Module) -> None:
-        """Move ``model`` to this rank's device (a multi-process run; one process leaves it where it is)."""
-        if self.accelerator:
-            model.to(self.accelerator.device)
-
-    def wrap(self, module: torch.nn.Module) -> torch.nn.Module:
-        """``module`` in DistributedDataParallel (several processes), else ``module`` itself."""
-        return self.accelerator.prepare_model(module) if self.accelerator else module
-
-    @contextlib.contextmanager
-    def no_sync(self, wrapped: torch.nn.Module, sync: bool) -> Iterator[None]:
-        """Accumulate gradients locally (``sync=False``) or all-reduce them in this backward (``True``)."""
-        if self.accelerator is None or sync:
-            yield
-        else:
-            with self.accelerator.no_sync(wrapped):
-                yield
-
-
-class OnlineTrainer:
-    """The loop, checkpoints, evaluation, reward sources and process group of an online LLM trainer.
-
-    Subclasses set ``algorithm``, ``config_class`` and ``curve_keys`` and implement :meth:`train_step`.
+    Subclasses set ``algorithm``, ``label``, ``config_class`` and ``curve_keys`` and implement :meth:`train_step`.
     ``policy`` is an :class:`LLMPolicy` or a path/hub id; ``reference`` (used when ``beta > 0``)
     defaults to a frozen copy of the starting policy.
     """
@@ -182,6 +130,9 @@ class OnlineTrainer:
     algorithm = "online"
     config_class: type[OnlineConfig] = OnlineConfig
     curve_keys: tuple[str, ...] = ("reward", "success", "eval_success")
+    checkpoint_at_end = True
+    evaluate_at_checkpoint = True
+    config: Any
 
     def __init__(
         self,
@@ -192,9 +143,8 @@ class OnlineTrainer:
         reference: LLMPolicy | str | Path | None = None,
         **overrides: Any,
     ) -> None:
-        base = (config or self.config_class()).model_dump()
-        self.config = cfg = self.config_class.model_validate({**base, **overrides})
-        self.group = ProcessGroup()
+        super().__init__(config, out_dir=out_dir, **overrides)
+        cfg = self.config
         probe = make_env(cfg.env_id, cfg.train_split, cfg.env_kwargs)  # a bad env id fails before a model loads
         self.num_tasks = task_info(probe).num_tasks
         dtype = DTYPES[cfg.dtype] if cfg.dtype else None
@@ -202,8 +152,6 @@ class OnlineTrainer:
         torch.manual_seed(cfg.seed)  # new LoRA adapters are initialised from the run's seed
         self.policy = prepare_policy(self.policy, **{k: getattr(cfg, k) for k in ModelConfig.model_fields})
         self.group.place(self.policy.model)
-        self.out_dir = Path(out_dir) if out_dir is not None else None
-        self.run = RunDir(self.out_dir) if self.out_dir is not None else None
         self.episode_log = EpisodeLog(self.run.path / "episodes.jsonl") if self.run is not None else None
         self.reference_path = str(reference) if isinstance(reference, str | Path) else self.policy.model.name_or_path
         # with LoRA, a reference that is the frozen base (none given, or the base's own path when a run resumes) is
@@ -222,15 +170,8 @@ class OnlineTrainer:
         self.rng = random.Random(cfg.seed)  # the same on every rank: all ranks draw the same tasks
         self.generator = torch.Generator().manual_seed(cfg.seed + self.rank)  # sampling differs per rank
         self.scorer = TokenScorer(self.policy.model, self.value_head())  # the trained module
-        self.optimizer, self.scheduler = adamw_with_warmup(
-            [p for p in self.scorer.parameters() if p.requires_grad],  # with LoRA: the adapters (and a value head)
-            cfg.learning_rate,
-            cfg.warmup_steps,
-            betas=cfg.adam_betas,
-            weight_decay=cfg.weight_decay,
-        )
+        self.make_optimizer([p for p in self.scorer.parameters() if p.requires_grad])  # LoRA: adapters (+ value head)
         self._wrapped = self.group.wrap(self.scorer)  # what the training pass calls: DDP over ``scorer``, or it
-        self.step = 0
 
     def _reference_model(self, reference: LLMPolicy | str | Path | None) -> torch.nn.Module:
         if self._reference_is_base:
@@ -265,127 +206,54 @@ class OnlineTrainer:
         """Play one batch, update the policy, return the step's metrics."""
         raise NotImplementedError
 
-    def save_extra(self, path: Path) -> None:
-        """Write anything besides the policy a checkpoint needs (PPO: the value head)."""
+    # ------------------------------------------------------------------ the loop's hooks
 
-    def load_extra(self, path: Path) -> None:
-        """Read what :meth:`save_extra` wrote."""
-
-    # ------------------------------------------------------------------ public API
-
-    @property
-    def accelerator(self) -> Any:
-        return self.group.accelerator
-
-    @property
-    def rank(self) -> int:
-        return self.group.rank
-
-    @property
-    def world_size(self) -> int:
-        return self.group.world_size
-
-    @property
-    def is_main(self) -> bool:
-        return self.rank == 0
-
-    def learn(
-        self,
-        steps: int | None = None,
-        *,
-        callback: Callable[[OnlineTrainer, dict[str, Any]], bool | None] | None = None,
-        progress_bar: bool = True,
-    ) -> list[dict[str, Any]]:
-        """Train until ``steps`` (default ``config.steps``) steps are done in total; return the metric rows.
-
-        ``callback(trainer, row)`` runs after every step; returning ``False`` stops training.
-        """
-        from tqdm.auto import tqdm
-
+    def train_steps(self, steps: int | None) -> Iterator[dict[str, Any]]:
+        """:meth:`train_step` until ``steps`` (default ``config.steps``) steps are done in total."""
         total = steps if steps is not None else self.config.steps
-        writes = self.run is not None and self.is_main
-        writer = self._start_files() if writes else None
-        rows = list(writer.rows) if writer else []
-        name = self.algorithm.upper()
-        bar = tqdm(total=total, initial=self.step, desc=name, disable=not progress_bar or not writes, unit="step")
-        try:
-            while self.step < total:
-                row = self.train_step()
-                every = self.config.checkpoint_every
-                if self.run is not None and ((every and self.step % every == 0) or self.step == total):
-                    row.update(self.checkpoint())
-                rows.append(row)
-                if writer:
-                    writer.write(row)
-                self._flush_episode_log()  # a collective: every rank calls it
-                bar.update(1)
-                bar.set_postfix(reward=f"{row['reward']:.2f}", success=f"{row['success']:.2f}", kl=f"{row['kl']:.3f}")
-                if callback is not None and callback(self, row) is False:
-                    break
-        finally:
-            bar.close()
-            if writer:
-                writer.close()
-        if writes:
-            self.save(self.run.final)
-            self.run.plot(name, rows, keys=self.curve_keys, title=f"{name} on {self.config.env_id}")
-        return rows
+        self.set_total(total)
+        while self.step < total:
+            yield self.train_step()
 
-    def evaluate(self, *, split: str | None = None, episodes: int | None = None) -> dict[str, float]:
-        """Greedy evaluation on the frozen ``eval_split`` (every task once unless ``episodes``)."""
-        return evaluate_split(self.policy, self.config, split=split, episodes=episodes)
+    def postfix(self, row: dict[str, Any]) -> dict[str, str]:
+        return {"reward": f"{row['reward']:.2f}", "success": f"{row['success']:.2f}", "kl": f"{row['kl']:.3f}"}
 
-    def save(self, path: str | Path) -> None:
-        """Save the policy (Hugging Face format) and any extra state, e.g. a value head."""
-        path = Path(path)
-        self.policy.save_pretrained(path)
-        self.save_extra(path)
+    def curve_title(self) -> str:
+        return f"{self.label} on {self.config.env_id}"
 
-    def checkpoint(self) -> dict[str, float]:
-        """Save ``checkpoints/step-N`` and evaluate it (rank 0); returns the evaluation as ``eval_*`` metrics."""
-        assert self.run is not None
-        if not self.is_main:
-            return {}
-        path = save_checkpoint(
-            self.run.checkpoint(self.step),
-            self.policy,
-            step=self.step,
-            optimizer=self.optimizer,
-            scheduler=self.scheduler,
-            generator=self.generator,
-            rng=self.rng,
-            extra={"reference": self.reference_path},
-        )
-        self.save_extra(path)
-        return {f"eval_{k}": v for k, v in self.evaluate().items()}
+    def run_info(self) -> dict[str, Any]:
+        return {
+            "config": self.config.model_dump(mode="json"),
+            "reference": self.reference_path,
+            "world_size": self.world_size,
+        }
+
+    def start_run(self) -> MetricsWriter:
+        """Write ``config.json``, open the metrics (keeping a resumed run's rows) and trim the episode log."""
+        writer = super().start_run()
+        assert self.episode_log is not None
+        self.episode_log.trim(self.step)
+        return writer
+
+    def on_step_end(self) -> None:
+        """Append the step's logged episodes of every rank to ``episodes.jsonl`` (rank 0 writes; a collective)."""
+        if self.episode_log is None or not self.config.log_episodes:
+            return
+        records = self.group.gather(self.episode_log.take())
+        if self.is_main:
+            self.episode_log.append(records)
+
+    def checkpoint_extra(self) -> dict[str, Any]:
+        return {"reference": self.reference_path}
 
     @classmethod
-    def resume(cls, run_dir: str | Path, checkpoint: str | Path | None = None, **overrides: Any) -> OnlineTrainer:
-        """Continue a run from its latest checkpoint (or ``checkpoint``): weights, optimizer, RNGs, step."""
-        run = RunDir(run_dir)
-        ckpt = Path(checkpoint) if checkpoint else run.latest_checkpoint()
-        if ckpt is None:
-            raise FileNotFoundError(f"no checkpoint under {run.path}/checkpoints; nothing to resume")
-        info = run.read_config(cls.algorithm)
-        try:
-            cls.config_class.model_validate(info["config"])
-        except ValidationError as exc:
-            first = exc.errors(include_url=False)[0]
-            where = ".".join(map(str, first["loc"]))
-            raise ValueError(
-                f"{run.path / 'config.json'}: the saved config is not valid ({where}: {first['msg']})"
-            ) from None
-        config = cls.config_class.model_validate({**info["config"], **overrides})
-        trainer = cls(ckpt, config, out_dir=run.path, reference=info.get("reference") if config.beta > 0 else None)
-        trainer.load_extra(ckpt)
-        state = load_trainer_state(
-            ckpt, optimizer=trainer.optimizer, scheduler=trainer.scheduler, generator=trainer.generator, rng=trainer.rng
-        )
-        if trainer.rank:
-            trainer.generator.manual_seed(config.seed + trainer.rank + state["step"])
-        trainer.step = state["step"]
-        trainer.reference_path = info.get("reference")
-        return trainer
+    def _resume_kwargs(cls, info: dict[str, Any], config: Any) -> dict[str, Any]:
+        return {"reference": info.get("reference") if config.beta > 0 else None}
+
+    def _resumed(self, state: dict[str, Any], info: dict[str, Any]) -> None:
+        if self.rank:
+            self.generator.manual_seed(self.config.seed + self.rank + state["step"])
+        self.reference_path = info.get("reference")
 
     # ------------------------------------------------------------------ rewards (see the module docstring)
 
@@ -454,35 +322,3 @@ class OnlineTrainer:
         norm = float(torch.nn.utils.clip_grad_norm_(params, self.config.max_grad_norm))
         self.optimizer.step()
         return norm
-
-    # ------------------------------------------------------------------ files
-
-    def _start_files(self) -> Any:
-        """Write ``config.json``, open the metrics (keeping a resumed run's rows) and trim the episode log."""
-        assert self.run is not None and self.episode_log is not None
-        self.run.write_config(
-            self.algorithm,
-            config=self.config.model_dump(mode="json"),
-            reference=self.reference_path,
-            world_size=self.world_size,
-        )
-        writer = self.run.metrics(step_key="step", resume_after=self.step if self.step else None)
-        self.episode_log.trim(self.step)
-        return writer
-
-    def _flush_episode_log(self) -> None:
-        """Append the step's logged episodes of every rank to ``episodes.jsonl`` (rank 0 writes)."""
-        if self.episode_log is None or not self.config.log_episodes:
-            return
-        records = self.group.gather(self.episode_log.take())
-        if self.is_main:
-            self.episode_log.append(records)
-
-
-def _accelerator() -> Any:
-    """An ``accelerate.Accelerator`` when started by torchrun/accelerate with several processes, else None."""
-    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
-        return None
-    from accelerate import Accelerator
-
-    return Accelerator(cpu=not torch.cuda.is_available())

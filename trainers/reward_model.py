@@ -45,7 +45,7 @@ from torch import Tensor
 
 from agentgym.trainers.config import AdamWConfig
 from agentgym.trainers.llm import LLMPolicy
-from agentgym.trainers.optim import adamw_with_warmup
+from agentgym.trainers.llm_trainer import LLMTrainer
 from agentgym.trainers.preferences import (
     PairsConfig,
     PreferencePair,
@@ -55,7 +55,6 @@ from agentgym.trainers.preferences import (
     split_pairs,
 )
 from agentgym.trainers.rollout import Episode
-from agentgym.trainers.run_dir import RunDir
 
 __all__ = ["RewardModel", "RewardModelConfig", "RewardModelTrainer", "bradley_terry_loss"]
 
@@ -188,14 +187,23 @@ class RewardModelConfig(AdamWConfig, PairsConfig):
     seed: int = 0
 
 
-class RewardModelTrainer:
-    """``RewardModelTrainer(model, config, out_dir=...).learn()``: Bradley–Terry training on preference pairs.
+class RewardModelTrainer(LLMTrainer):
+    """``RewardModelTrainer(model, config, out_dir=...).learn()``: Bradley–Terry training on preference pairs;
+    returns the trainer (its metric rows are ``.metrics``).
 
     ``model`` is a path or hub id (a causal LM, e.g. the SFT model, or a saved reward model), an
     :class:`LLMPolicy` (its weights start the reward model; it also plays the rollouts) or a
     :class:`RewardModel`. ``pairs`` overrides ``config.data`` and the rollouts. Writes
-    ``metrics.jsonl``/``.csv``, ``learning_curve.png``, ``config.json`` and ``final/`` under ``out_dir``.
+    ``metrics.jsonl``/``.csv``, ``learning_curve.png``, ``config.json`` and ``final/`` under ``out_dir``. The run
+    directory, optimizer and loop are :class:`~agentgym.trainers.llm_trainer.LLMTrainer`'s.
     """
+
+    algorithm = "reward_model"
+    label = "reward model"
+    config_class = RewardModelConfig
+    curve_keys = ("loss", "accuracy", "eval_accuracy", "eval_margin")
+    resumable = False
+    config: RewardModelConfig
 
     def __init__(
         self,
@@ -206,10 +214,8 @@ class RewardModelTrainer:
         pairs: Sequence[PreferencePair] | None = None,
         **overrides: Any,
     ) -> None:
-        self.config = RewardModelConfig.model_validate({**(config or RewardModelConfig()).model_dump(), **overrides})
+        super().__init__(config, out_dir=out_dir, **overrides)
         cfg = self.config
-        self.out_dir = Path(out_dir) if out_dir is not None else None
-        self.run = RunDir(self.out_dir) if self.out_dir is not None else None
         self._pairs = list(pairs) if pairs is not None else None
         rollouts = self._pairs is None and cfg.data is None
         if self._pairs is None and cfg.data is not None and not Path(cfg.data).is_file():
@@ -236,6 +242,7 @@ class RewardModelTrainer:
         self.base_model = str(model) if source is None else str(source.name_or_path)
         if rollouts and (cfg.policy is not None or self.player is None):
             self.player = LLMPolicy.from_pretrained(cfg.policy or self.base_model)
+        self.make_optimizer(self.reward_model.model.parameters())
         self.evaluation: dict[str, float] = {}
         self.num_pairs: dict[str, int] = {}
 
@@ -249,10 +256,9 @@ class RewardModelTrainer:
         assert self.player is not None
         return rollout_pairs(self.player, cfg, cfg.seed)
 
-    def learn(self, *, progress_bar: bool = True) -> list[dict[str, Any]]:
-        """Train for ``epochs`` over the training pairs; evaluate held-out pairs before and after each epoch."""
-        from tqdm.auto import tqdm
-
+    def train_steps(self, steps: int | None = None) -> Iterator[dict[str, Any]]:
+        """``epochs`` over the training pairs; the held-out pairs are evaluated before training (row 0) and after
+        each epoch."""
         cfg, rm = self.config, self.reward_model
         torch.manual_seed(cfg.seed)
         pairs = self.preference_pairs()
@@ -260,51 +266,33 @@ class RewardModelTrainer:
         self.num_pairs = {"train": len(train), "eval": len(held_out)}
         train_ids = [(rm.encode(p.chosen), rm.encode(p.rejected)) for p in train]
         eval_ids = [(rm.encode(p.chosen), rm.encode(p.rejected)) for p in held_out]
-        optimizer, scheduler = adamw_with_warmup(
-            rm.model.parameters(), cfg.learning_rate, cfg.warmup_steps, weight_decay=cfg.weight_decay
-        )
-        writer = None
-        if self.run is not None:
-            self.run.write_config("reward_model", **self._run_info())
-            writer = self.run.metrics(step_key="step")
-        rows: list[dict[str, Any]] = []
         if eval_ids:
-            rows.append({"step": 0, "epoch": 0, **self._evaluate(eval_ids)})
-            if writer:
-                writer.write(rows[-1])
+            self.log({"step": 0, "epoch": 0, **self._evaluate(eval_ids)})
         rng = random.Random(cfg.seed)
-        steps_per_epoch = -(-len(train_ids) // cfg.batch_size)
-        bar = tqdm(total=cfg.epochs * steps_per_epoch, desc="Reward model", disable=not progress_bar, unit="step")
+        self.set_total(cfg.epochs * -(-len(train_ids) // cfg.batch_size))
         t0 = time.perf_counter()
-        step = 0
-        try:
-            for epoch in range(1, cfg.epochs + 1):
-                order = train_ids[:]
-                rng.shuffle(order)
-                for start in range(0, len(order), cfg.batch_size):
-                    step += 1
-                    row = {"step": step, "epoch": epoch, **self._train_step(order[start : start + cfg.batch_size])}
-                    optimizer.step()
-                    scheduler.step()
-                    optimizer.zero_grad(set_to_none=True)
-                    row.update(lr=optimizer.param_groups[0]["lr"], time=time.perf_counter() - t0)
-                    if start + cfg.batch_size >= len(order) and eval_ids:
-                        row.update(self._evaluate(eval_ids))
-                    rows.append(row)
-                    if writer:
-                        writer.write(row)
-                    bar.update(1)
-                    bar.set_postfix(loss=f"{row['loss']:.3f}", accuracy=f"{row['accuracy']:.2f}")
-        finally:
-            bar.close()
-            if writer:
-                writer.close()
-        self.evaluation = {k: v for k, v in rows[-1].items() if k.startswith("eval_")}
-        if self.run is not None:
-            rm.save_pretrained(self.run.final)
-            keys = ("loss", "accuracy", "eval_accuracy", "eval_margin")
-            self.run.plot("reward model", rows, keys=keys, title="Bradley–Terry reward model")
-        return rows
+        for epoch in range(1, cfg.epochs + 1):
+            order = train_ids[:]
+            rng.shuffle(order)
+            for start in range(0, len(order), cfg.batch_size):
+                row = {"step": self.step + 1, "epoch": epoch, **self.train_step(order[start : start + cfg.batch_size])}
+                row["time"] = time.perf_counter() - t0
+                if start + cfg.batch_size >= len(order) and eval_ids:
+                    row.update(self._evaluate(eval_ids))
+                yield row
+
+    def on_train_end(self) -> None:
+        self.evaluation = {k: v for k, v in self.metrics[-1].items() if k.startswith("eval_")}
+
+    def postfix(self, row: dict[str, Any]) -> dict[str, str]:
+        return {"loss": f"{row['loss']:.3f}", "accuracy": f"{row['accuracy']:.2f}"}
+
+    def curve_title(self) -> str:
+        return "Bradley–Terry reward model"
+
+    def save(self, path: str | Path) -> None:
+        """Save the reward model (Hugging Face format)."""
+        self.reward_model.save_pretrained(path)
 
     def evaluate(self, pairs: Sequence[PreferencePair]) -> dict[str, float]:
         """``eval_loss``, ``eval_accuracy`` (share ranked correctly) and ``eval_margin`` on ``pairs``."""
@@ -313,7 +301,8 @@ class RewardModelTrainer:
 
     # ------------------------------------------------------------------ internals
 
-    def _train_step(self, batch: list[tuple[list[int], list[int]]]) -> dict[str, float]:
+    def train_step(self, batch: list[tuple[list[int], list[int]]]) -> dict[str, float]:
+        """One AdamW step on a batch of (chosen, rejected) token ids; returns its metrics."""
         cfg, rm = self.config, self.reward_model
         rm.model.eval()  # dropout off (TRL's disable_dropout); gradients flow as usual
         chosen_all, rejected_all = [], []
@@ -327,8 +316,16 @@ class RewardModelTrainer:
             chosen_all.append(chosen.detach())
             rejected_all.append(rejected.detach())
         grad_norm = torch.nn.utils.clip_grad_norm_(rm.model.parameters(), cfg.max_grad_norm)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.step += 1
         chosen, rejected = torch.cat(chosen_all), torch.cat(rejected_all)
-        return {**_pair_metrics(chosen, rejected), "grad_norm": float(grad_norm)}
+        return {
+            **_pair_metrics(chosen, rejected),
+            "grad_norm": float(grad_norm),
+            "lr": self.optimizer.param_groups[0]["lr"],
+        }
 
     def _evaluate(self, pairs: list[tuple[list[int], list[int]]]) -> dict[str, float]:
         rm = self.reward_model
@@ -336,7 +333,7 @@ class RewardModelTrainer:
         chosen, rejected = scores[: len(pairs)], scores[len(pairs) :]
         return {f"eval_{k}": v for k, v in _pair_metrics(chosen, rejected).items()}
 
-    def _run_info(self) -> dict[str, Any]:
+    def run_info(self) -> dict[str, Any]:
         """``config.json``'s entries besides the algorithm and the provenance."""
         return {"config": self.config.model_dump(mode="json"), "base_model": self.base_model, "pairs": self.num_pairs}
 

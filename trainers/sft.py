@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +24,10 @@ from pydantic import Field
 from agentgym.core import task_info
 from agentgym.data import read_jsonl
 from agentgym.registration import make_env
-from agentgym.trainers.checkpoint import load_trainer_state, save_checkpoint
 from agentgym.trainers.config import CheckpointConfig, EvalConfig, ModelConfig, OptimizerConfig
 from agentgym.trainers.llm import DTYPES, LLMPolicy, prepare_policy, token_logprobs
-from agentgym.trainers.optim import adamw_with_warmup
-from agentgym.trainers.rollout import OracleTeacher, Sample, collate, evaluate_split, random_resets, rollout
-from agentgym.trainers.run_dir import RunDir
+from agentgym.trainers.llm_trainer import LLMTrainer
+from agentgym.trainers.rollout import OracleTeacher, Sample, collate, random_resets, rollout
 
 __all__ = ["SFT", "SFTConfig", "chat_sample", "oracle_demonstrations"]
 
@@ -95,30 +93,31 @@ def chat_sample(policy: LLMPolicy, messages: list[dict[str, str]], tools: list[d
     return sample
 
 
-class SFT:
-    """``SFT(policy, config, out_dir=...).learn()``: cross-entropy on the policy's tokens of demonstrations.
+class SFT(LLMTrainer):
+    """``SFT(policy, config, out_dir=...).learn()``: cross-entropy on the policy's tokens of demonstrations; returns
+    the trainer (its metric rows are ``.metrics``).
 
     With ``out_dir``, every ``checkpoint_every`` steps a checkpoint goes to ``checkpoints/step-N/`` (weights,
     optimizer, scheduler), and ``SFT.resume(out_dir)`` continues a stopped run from the latest one with the
-    same samples in the same order, so an interrupted run loses at most ``checkpoint_every`` steps.
+    same samples in the same order, so an interrupted run loses at most ``checkpoint_every`` steps. The run
+    directory, optimizer, checkpoints and loop are :class:`~agentgym.trainers.llm_trainer.LLMTrainer`'s.
     """
 
     algorithm = "sft"
+    label = "SFT"
+    config_class = SFTConfig
+    curve_keys = ("loss", "token_accuracy")
+    curve_window = 5
+    config: SFTConfig
 
     def __init__(self, policy: LLMPolicy | str | Path, config: SFTConfig | None = None, *, out_dir=None, **overrides):
-        self.config = cfg = SFTConfig.model_validate({**(config or SFTConfig()).model_dump(), **overrides})
+        super().__init__(config, out_dir=out_dir, **overrides)
+        cfg = self.config
         dtype = DTYPES[cfg.dtype] if cfg.dtype else None
         self.policy = policy if isinstance(policy, LLMPolicy) else LLMPolicy.from_pretrained(policy, dtype=dtype)
         torch.manual_seed(cfg.seed)  # new LoRA adapters are initialised from the run's seed
         self.policy = prepare_policy(self.policy, **{k: getattr(cfg, k) for k in ModelConfig.model_fields})
-        self.out_dir = Path(out_dir) if out_dir is not None else None
-        self.run = RunDir(self.out_dir) if self.out_dir is not None else None
-        self.optimizer, self.scheduler = adamw_with_warmup(
-            [p for p in self.policy.model.parameters() if p.requires_grad],  # with LoRA: the adapters
-            cfg.learning_rate,
-            cfg.warmup_steps,
-        )
-        self.step = 0
+        self.make_optimizer([p for p in self.policy.model.parameters() if p.requires_grad])  # with LoRA: adapters
 
     def samples(self) -> list[Sample]:
         """The training samples: the JSONL transcripts if ``data`` is set, else oracle demonstrations."""
@@ -147,30 +146,18 @@ class SFT:
             order = [sample for batch in batches + short for sample in batch]
         return order
 
-    def learn(
-        self, *, callback: Callable[[SFT, dict[str, Any]], bool | None] | None = None, progress_bar: bool = True
-    ) -> list[dict[str, Any]]:
-        """Train for ``epochs`` over the samples; evaluate on ``eval_split``; return the metric rows.
-
-        ``callback(trainer, row)`` runs after every step; returning ``False`` stops training (a checkpoint is
-        where a resumed run starts)."""
-        from tqdm.auto import tqdm
-
+    def train_steps(self, steps: int | None = None) -> Iterator[dict[str, Any]]:
+        """``epochs`` passes over the samples, ``batch_size`` samples a step (a resumed run continues its epoch)."""
         cfg, model = self.config, self.policy.model
         torch.manual_seed(cfg.seed + self.step)
         samples = [s for s in self.samples() if any(s.loss_mask)]
         if not samples:
             raise ValueError("no training samples with assistant tokens (check data= or the env's oracle)")
-        writer = None
-        if self.run is not None:
-            self.run.write_config(self.algorithm, config=cfg.model_dump(mode="json"))
-            writer = self.run.metrics(step_key="step", resume_after=self.step if self.step else None)
-        rows: list[dict[str, Any]] = list(writer.rows) if writer else []
         steps_per_epoch = -(-len(samples) // cfg.batch_size)
         total = cfg.epochs * steps_per_epoch
-        bar = tqdm(total=total, initial=self.step, desc="SFT", disable=not progress_bar, unit="step")
+        self.set_total(total)
         model.train()
-        t0 = time.perf_counter() - (rows[-1]["time"] if rows else 0.0)
+        t0 = time.perf_counter() - (self.metrics[-1]["time"] if self.metrics else 0.0)
         order, order_epoch = [], -1
         while self.step < total:
             epoch, k = divmod(self.step, steps_per_epoch)
@@ -187,53 +174,17 @@ class SFT:
             self.optimizer.step()
             self.scheduler.step()
             self.step += 1
-            row = {
+            yield {
                 "step": self.step,
                 "epoch": epoch + 1,
                 "loss": loss.item(),
                 "token_accuracy": float(((logp.detach() > -0.693) * mask).sum() / mask.sum()),
                 "time": time.perf_counter() - t0,
             }
-            rows.append(row)
-            if writer:
-                writer.write(row)
-            if self.run is not None and cfg.checkpoint_every and self.step % cfg.checkpoint_every == 0:
-                self._checkpoint()
-            bar.update(1)
-            bar.set_postfix(loss=f"{row['loss']:.3f}")
-            if callback is not None and callback(self, row) is False:
-                break
-        bar.close()
-        if cfg.eval_split is not None:
-            evaluation = evaluate_split(self.policy, cfg)
-            rows[-1].update({f"eval_{k}": v for k, v in evaluation.items()})
-            if writer:
-                writer.write({"step": rows[-1]["step"], **{f"eval_{k}": v for k, v in evaluation.items()}})
-        if writer:
-            writer.close()
-        if self.run is not None:
-            self.policy.save_pretrained(self.run.final)
-            self.run.plot("SFT", rows, keys=("loss", "token_accuracy"), window=5)
-        return rows
 
-    def _checkpoint(self) -> None:
-        assert self.run is not None
-        save_checkpoint(
-            self.run.checkpoint(self.step),
-            self.policy,
-            step=self.step,
-            optimizer=self.optimizer,
-            scheduler=self.scheduler,
-        )
-
-    @classmethod
-    def resume(cls, run_dir: str | Path, **overrides: Any) -> SFT:
-        """Continue a stopped run from its latest checkpoint: weights, optimizer, scheduler and step."""
-        run = RunDir(run_dir)
-        ckpt = run.latest_checkpoint()
-        if ckpt is None:
-            raise FileNotFoundError(f"no checkpoint under {run.path}/checkpoints; nothing to resume")
-        info = run.read_config(cls.algorithm)
-        trainer = cls(ckpt, SFTConfig.model_validate({**info["config"], **overrides}), out_dir=run.path)
-        trainer.step = load_trainer_state(ckpt, optimizer=trainer.optimizer, scheduler=trainer.scheduler)["step"]
-        return trainer
+    def on_train_end(self) -> None:
+        """Evaluate on ``eval_split``; the evaluation joins the last row (and the metrics file as a row of its own)."""
+        if self.config.eval_split is not None:
+            evaluation = {f"eval_{k}": v for k, v in self.evaluate().items()}
+            self.metrics[-1].update(evaluation)
+            self.log({"step": self.metrics[-1]["step"], **evaluation}, keep=False)
