@@ -148,7 +148,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if spec.llm:
         args.env = args.env or "agentgym/WeatherRun-v0"
         return _cmd_train_llm(spec, args)
-    from agentgym.trainers.runs import train
+    from agentgym.trainers.classic import train
 
     if args.resume:
         raise ValueError(f"--resume works for sft, grpo and llm-ppo runs, not {args.algorithm}")

@@ -29,28 +29,28 @@ points wide; a CliffWalk episode takes milliseconds, so they cost well under a s
 
 ENV_IDS: dict[str, dict] = {
     "agentgym/CliffWalk-v0": {
-        "entry_point": "agentgym.envs.cliff_walk:CliffWalkEnv",
+        "entry_point": "agentgym.envs.cliff.env:CliffWalkEnv",
         "max_episode_steps": 100,
     },
     "agentgym/WeatherRun-v0": {
-        "entry_point": "agentgym.envs.weather_run:WeatherRunEnv",
+        "entry_point": "agentgym.envs.weather.env:WeatherRunEnv",
         "max_episode_steps": 8,
     },
     "agentgym/SQLLookup-v0": {
-        "entry_point": "agentgym.envs.sql_lookup:SQLLookupEnv",
+        "entry_point": "agentgym.envs.sql.env:SQLLookupEnv",
         "max_episode_steps": 12,
     },
     "agentgym/CodeSandbox-v0": {
-        "entry_point": "agentgym.envs.code_sandbox:CodeSandboxEnv",
+        "entry_point": "agentgym.envs.code.env:CodeSandboxEnv",
         "max_episode_steps": 10,
     },
     "agentgym/SQLLookup-v1": {
-        "entry_point": "agentgym.envs.sql_lookup:SQLLookupEnv",
+        "entry_point": "agentgym.envs.sql.env:SQLLookupEnv",
         "max_episode_steps": 12,
         "kwargs": {"task_set": "v1"},
     },
     "agentgym/CodeSandbox-v1": {
-        "entry_point": "agentgym.envs.code_sandbox:CodeSandboxEnv",
+        "entry_point": "agentgym.envs.code.env:CodeSandboxEnv",
         "max_episode_steps": 10,
         "kwargs": {"task_set": "v1"},
     },

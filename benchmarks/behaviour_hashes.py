@@ -8,7 +8,9 @@ wall-clock fields left out; plots and CSV copies are skipped. Record the hashes 
     python benchmarks/behaviour_hashes.py --out runs/hashes_before.json          # ~6 min on 2 cores
     python benchmarks/behaviour_hashes.py --out runs/hashes_after.json --compare runs/hashes_before.json
 
-``--compare`` prints every file whose hash changed (and files that appeared or went) and exits 1 if any did.
+``--compare`` prints every file whose hash changed (and files that appeared or went) and exits 1 if any did. Each
+``episodes.jsonl`` also gets a ``(content)`` hash of what its episodes did (:func:`episode_content`), which a change of
+the file's format leaves as it was.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import os
 import re
 import subprocess
@@ -144,6 +147,14 @@ def _digest(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def episode_content(row: dict[str, Any]) -> dict[str, Any]:
+    """What an ``episodes.jsonl`` line says happened, in a form every version of the file can give: the actions,
+    their format checks, the return, the outcome. An episode-file format change leaves it as it was."""
+    total = math.fsum(row["rewards"]) if "rewards" in row else row["env_reward"]  # old training logs: the return
+    keys = ("actions", "canonical", "valid", "success", "truncation")
+    return {**{k: row.get(k) for k in keys}, "return": round(total, 9)}
+
+
 def file_hash(path: Path) -> str | None:
     """The content hash of one output file, or None for files that carry no behaviour (plots, CSV copies, logs)."""
     if path.suffix in {".safetensors", ".pt", ".npz"}:
@@ -185,6 +196,9 @@ def run_all(only: list[str] | None, keep: str | None = None) -> dict[str, Any]:
                 for path in sorted(p for p in out_dir.rglob("*") if p.is_file()):
                     if (digest := file_hash(path)) is not None:
                         files[str(path.relative_to(out_dir))] = digest
+                    if path.name == "episodes.jsonl":
+                        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+                        files["episodes.jsonl (content)"] = _digest(sorted(_digest(episode_content(r)) for r in rows))
             else:  # a report on stdout (audit)
                 files["stdout"] = _digest(_plain(json.loads(out_text)))
             hashes[name] = files

@@ -37,8 +37,8 @@ import torch
 from agentgym.app.evaluation import evaluate_agent
 from agentgym.app.flywheel import DataConfig, build_data
 from agentgym.app.recipes import TINY
-from agentgym.envs.weather_data import TEMP_MAX, TEMP_MIN, is_suitable
-from agentgym.envs.weather_run import WeatherOracle
+from agentgym.envs.weather.dataset import TEMP_MAX, TEMP_MIN, is_suitable
+from agentgym.envs.weather.env import WeatherOracle
 from agentgym.tools import ToolCall
 from agentgym.trainers.grpo import GRPO, GRPOConfig
 from agentgym.trainers.llm import LLMPolicy

@@ -44,7 +44,7 @@ import agentgym
 from agentgym.app.evaluation import evaluate_agent, model_source
 from agentgym.app.recipes import TINY
 from agentgym.app.reports import RunSummary
-from agentgym.trainers.runs import TABULAR, train
+from agentgym.trainers.classic import TABULAR, train
 
 ROOT = Path(__file__).resolve().parent.parent
 LLM_SAMPLING: dict[str, Any] = {k: v for k, v in TINY["grpo"]["rollout"].items() if k != "temperature"}  # greedy

@@ -20,9 +20,9 @@ time (its bwrap options and namespaces, the system-call filter, the runner insid
 
     python benchmarks/sandbox_latency.py                        # 60 rounds, ~40 s
     python benchmarks/sandbox_latency.py --rounds 200 --layers bwrap --profile
-    git show HEAD:envs/sandbox.py > /tmp/old/sandbox.py
-    git show HEAD:envs/sandbox_inside.py > /tmp/old/sandbox_inside.py
-    python benchmarks/sandbox_latency.py --baseline /tmp/old/sandbox.py     # also time an older Sandbox.run
+    git show REV:envs/sandbox/harness.py > /tmp/old/harness.py
+    git show REV:envs/sandbox/inside.py > /tmp/old/inside.py
+    python benchmarks/sandbox_latency.py --baseline /tmp/old/harness.py     # also time an older Sandbox.run
 """
 
 from __future__ import annotations
@@ -39,9 +39,9 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from agentgym.envs import sandbox as sandbox_module
-from agentgym.envs.code_sandbox import CodeSandboxEnv
+from agentgym.envs.code.env import CodeSandboxEnv
 from agentgym.envs.sandbox import SANDBOX_ENV, Sandbox, layer_status
+from agentgym.envs.sandbox import harness as sandbox_module
 from agentgym.tools import ToolCall
 
 
@@ -113,7 +113,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=200, help="calls per throughput measurement")
     parser.add_argument("--layers", nargs="*", default=["bwrap", "unshare"])
     parser.add_argument("--profile", action="store_true", help="also the per-phase profile of a cold bwrap run")
-    parser.add_argument("--baseline", help="another sandbox.py (with its sandbox_inside.py beside it) to time too")
+    parser.add_argument("--baseline", help="another harness.py (with its inside.py beside it) to time too")
     args = parser.parse_args()
 
     status = layer_status()

@@ -22,9 +22,9 @@ import sqlite3
 import statistics
 import time
 
-from agentgym.envs.sql_data import DATABASE_V0
-from agentgym.envs.sql_lookup import SQLLookupEnv
-from agentgym.envs.sql_safety import ReadOnlySQLite
+from agentgym.envs.sql.dataset import DATABASE_V0
+from agentgym.envs.sql.env import SQLLookupEnv
+from agentgym.envs.sql.safety import ReadOnlySQLite
 from agentgym.tools import ToolCall
 
 QUERIES = {

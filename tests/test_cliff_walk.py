@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import agentgym
-from agentgym.envs.cliff_walk import CLIFF, GOAL, CliffWalkEnv, draw_path
+from agentgym.envs.cliff.env import CLIFF, GOAL, CliffWalkEnv, draw_path
 from agentgym.wrappers import DiscreteToolActions
 
 ENV_ID = "agentgym/CliffWalk-v0"

@@ -14,8 +14,7 @@ from gymnasium.utils.env_checker import check_env
 from gymnasium.wrappers import TimeLimit
 
 from agentgym.app.evaluation import evaluate
-from agentgym.envs import sandbox as sandbox_module
-from agentgym.envs.code_data import (
+from agentgym.envs.code.dataset import (
     DIFFICULTIES,
     TASKS_V0,
     TASKS_V0_SHA256,
@@ -27,8 +26,9 @@ from agentgym.envs.code_data import (
     verify_tasks,
     write_tasks,
 )
-from agentgym.envs.code_sandbox import CodeSandboxEnv
+from agentgym.envs.code.env import CodeSandboxEnv
 from agentgym.envs.sandbox import Sandbox, SandboxUnavailable, layer_status
+from agentgym.envs.sandbox import harness as sandbox_module
 from agentgym.tools import ToolCall
 from agentgym.wrappers import DiscreteToolActions
 

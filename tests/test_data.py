@@ -12,9 +12,9 @@ import pytest
 from agentgym import data
 from agentgym.cli import main
 from agentgym.data import MAX_FILE_BYTES, read_jsonl, sha256_file, write_jsonl
-from agentgym.envs.code_data import TASKS_V0 as CODE_TASKS
-from agentgym.envs.sql_data import TASKS_V0 as SQL_TASKS
-from agentgym.envs.weather_data import SNAPSHOT_V0, WeatherRecord, load_snapshot
+from agentgym.envs.code.dataset import TASKS_V0 as CODE_TASKS
+from agentgym.envs.sql.dataset import TASKS_V0 as SQL_TASKS
+from agentgym.envs.weather.dataset import SNAPSHOT_V0, WeatherRecord, load_snapshot
 
 # every character str.splitlines() splits at, besides "\n" and "\r\n" (which JSON always escapes)
 LINE_BREAKS = ["\u2028", "\u2029", "\x85", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\r"]

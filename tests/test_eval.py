@@ -13,7 +13,7 @@ import pytest
 from agentgym.app.evaluation import evaluate_agent
 from agentgym.app.reports import load_episodes, load_summary, mean_interval, wilson_interval
 from agentgym.cli import main
-from agentgym.envs.weather_data import SNAPSHOT_V0_SHA256
+from agentgym.envs.weather.dataset import SNAPSHOT_V0_SHA256
 
 WEATHER = "agentgym/WeatherRun-v0"
 

@@ -16,9 +16,9 @@ from agentgym.app.http_service import HTTPService
 from agentgym.app.reports import EpisodeRecord, load_episodes, to_json
 from agentgym.cli import main
 from agentgym.core import ToolEnv
-from agentgym.envs.cliff_walk import CliffWalkEnv, CliffWalkOracle
+from agentgym.envs.cliff.env import CliffWalkEnv, CliffWalkOracle
 from agentgym.envs.sandbox import layer_status
-from agentgym.envs.weather_data import is_suitable
+from agentgym.envs.weather.dataset import is_suitable
 from agentgym.trainers import PPO
 
 FAULTY = "agentgym-test/FaultyCliffWalk-v0"

@@ -289,7 +289,7 @@ def test_preference_pairs_that_are_not_utf8_name_the_file_and_line(tmp_path):
 
 
 def test_a_weather_snapshot_with_a_nan_temperature_is_refused_naming_the_line(tmp_path):
-    from agentgym.envs.weather_data import SNAPSHOT_V0
+    from agentgym.envs.weather.dataset import SNAPSHOT_V0
 
     path = tmp_path / "snapshot.jsonl"
     lines = SNAPSHOT_V0.read_text(encoding="utf-8").splitlines()

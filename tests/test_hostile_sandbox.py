@@ -25,9 +25,18 @@ from pathlib import Path
 
 import pytest
 
-from agentgym.envs import sandbox, sandbox_inside
-from agentgym.envs.code_sandbox import CodeSandboxEnv
-from agentgym.envs.sandbox import UID_BASE, UID_SPAN, WORK_INODES, Sandbox, SandboxLimits, layer_status, values_equal
+from agentgym.envs.code.env import CodeSandboxEnv
+from agentgym.envs.sandbox import harness as sandbox
+from agentgym.envs.sandbox import inside as sandbox_inside
+from agentgym.envs.sandbox.harness import (
+    UID_BASE,
+    UID_SPAN,
+    WORK_INODES,
+    Sandbox,
+    SandboxLimits,
+    layer_status,
+    values_equal,
+)
 from agentgym.tools import ToolCall
 
 STATUS = layer_status()

@@ -10,7 +10,7 @@ import re
 import gymnasium as gym
 
 import agentgym  # noqa: F401  (registers the ids)
-from agentgym.envs.weather_data import load_snapshot
+from agentgym.envs.weather.dataset import load_snapshot
 from agentgym.registration import ENV_IDS
 from agentgym.trainers.llm import LLMPolicy
 from agentgym.trainers.numeracy import hidden_rule_probe

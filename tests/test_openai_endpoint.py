@@ -18,7 +18,7 @@ from agentgym.app.model_server import LLMResponder, ModelServer, ScriptedRespond
 from agentgym.app.openai_agent import OpenAIAgent, OpenAIConfig
 from agentgym.app.reports import load_episodes
 from agentgym.cli import main
-from agentgym.envs.weather_run import WeatherRunEnv
+from agentgym.envs.weather.env import WeatherRunEnv
 
 WEATHER = "agentgym/WeatherRun-v0"
 FAST_RETRIES = {"max_retries": 2, "backoff": 0.01, "max_backoff": 0.05}

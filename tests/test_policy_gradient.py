@@ -275,7 +275,7 @@ def test_rejects_env_without_discrete_view():
 
 
 def test_each_algorithm_file_stands_alone():
-    """PPO and REINFORCE share their networks through agentgym.trainers.nets, never through each other,
+    """PPO and REINFORCE share their networks through agentgym.trainers.torch_agent, never through each other,
     so editing one algorithm's file cannot change the other (imports inside functions count too)."""
     import ast
     from pathlib import Path
@@ -286,4 +286,4 @@ def test_each_algorithm_file_stands_alone():
         imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
         imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         assert f"agentgym.trainers.{other}" not in imported, f"{name}.py imports {other}.py"
-        assert "agentgym.trainers.nets" in imported
+        assert "agentgym.trainers.torch_agent" in imported

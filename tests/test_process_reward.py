@@ -237,7 +237,7 @@ def test_audit_flags_a_log_the_env_does_not_reproduce(tmp_path):
 
 def test_audit_flags_a_farmable_process_reward(tmp_path, monkeypatch):
     """An env whose process reward pays every repeated lookup (the bug the once-only rule prevents) is caught."""
-    from agentgym.envs.weather_run import WeatherRunEnv
+    from agentgym.envs.weather.env import WeatherRunEnv
 
     env = gym.make("agentgym/WeatherRun-v0", backend="random", synthetic_cities=True, process_reward=0.4)
     env.reset(seed=2)

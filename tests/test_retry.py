@@ -13,7 +13,7 @@ from gymnasium.utils.env_checker import check_env
 import agentgym  # noqa: F401  (registers the envs)
 from agentgym.app.evaluation import evaluate_agent, retry_stats
 from agentgym.cli import main
-from agentgym.envs.weather_data import is_suitable
+from agentgym.envs.weather.dataset import is_suitable
 from agentgym.episode import EpisodeRecord
 from agentgym.tools import ToolCall
 from agentgym.wrappers import RETRY_HEADER, Retry

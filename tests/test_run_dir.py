@@ -140,12 +140,12 @@ def test_a_flag_that_sets_nothing_is_a_one_line_error(tmp_path, capsys):
 
 
 def test_a_bug_inside_a_command_keeps_its_traceback(monkeypatch, tmp_path, capsys):
-    import agentgym.trainers.runs
+    import agentgym.trainers.classic
 
     def buggy(*args, **kwargs):
         return None + 1  # a TypeError the user did not cause
 
-    monkeypatch.setattr(agentgym.trainers.runs, "train", buggy)
+    monkeypatch.setattr(agentgym.trainers.classic, "train", buggy)
     with pytest.raises(TypeError, match="unsupported operand"):
         main(["train", "q-learning", "--episodes", "3", "--out", str(tmp_path)])
     # what a user gets wrong is still one line: a keyword the env does not take

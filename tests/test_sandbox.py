@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from agentgym.envs import sandbox as sandbox_module
-from agentgym.envs.sandbox import (
+from agentgym.envs.sandbox import harness as sandbox_module
+from agentgym.envs.sandbox.harness import (
     SANDBOX_ENV,
     UID_BASE,
     UID_SPAN,

@@ -383,7 +383,7 @@ def wrong_submission(plant: str) -> str:
 
 @pytest.fixture(scope="module", params=WARM)
 def warm_env(request, tmp_path_factory):
-    from agentgym.envs.code_sandbox import CodeSandboxEnv
+    from agentgym.envs.code.env import CodeSandboxEnv
 
     path = tmp_path_factory.mktemp("tasks") / "mystery.jsonl"
     path.write_text(json.dumps(TASK) + "\n", encoding="utf-8")

@@ -11,7 +11,7 @@ import torch
 
 import agentgym  # noqa: F401 (registers the ids)
 from agentgym.app.recipes import TINY
-from agentgym.envs import sql_data
+from agentgym.envs.sql import dataset as sql_data
 from agentgym.trainers.llm import LLMPolicy
 from agentgym.trainers.rollout import RolloutConfig, evaluate_llm
 from agentgym.trainers.sft import SFT, SFTConfig
@@ -93,7 +93,7 @@ def test_the_oracle_describes_then_answers_on_the_training_set(training):
 
 
 def sql_data_tables(base, task):
-    from agentgym.envs.sql_lookup import tables_in
+    from agentgym.envs.sql.env import tables_in
 
     return tables_in(task.gold_sql, base.table_names)
 

@@ -14,7 +14,7 @@ from gymnasium.utils.env_checker import check_env
 from gymnasium.wrappers import TimeLimit
 
 from agentgym.app.evaluation import RandomAgent, evaluate
-from agentgym.envs.sql_data import (
+from agentgym.envs.sql.dataset import (
     BUILT_WITH_SQLITE,
     DATABASE_V0,
     DATABASE_V0_CONTENT_SHA256,
@@ -30,8 +30,8 @@ from agentgym.envs.sql_data import (
     sha256_file,
     write_tasks,
 )
-from agentgym.envs.sql_lookup import SQLLookupEnv, looks_empty, results_match, rows_from_value
-from agentgym.envs.sql_safety import QueryError, ReadOnlySQLite, check_statement
+from agentgym.envs.sql.env import SQLLookupEnv, looks_empty, results_match, rows_from_value
+from agentgym.envs.sql.safety import QueryError, ReadOnlySQLite, check_statement
 from agentgym.tools import ToolCall
 from agentgym.trainers import QLearning
 from agentgym.wrappers import DiscreteToolActions

@@ -6,7 +6,7 @@ import gymnasium as gym
 import pytest
 
 import agentgym  # noqa: F401 (registers the ids)
-from agentgym.envs import sql_data
+from agentgym.envs.sql import dataset as sql_data
 
 
 @pytest.fixture(scope="module")

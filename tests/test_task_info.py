@@ -18,11 +18,11 @@ from agentgym.app.env_server import EnvServer
 from agentgym.core import RewardWeights, TaskInfo, ToolEnv, task_info
 from agentgym.data import sha256_file
 from agentgym.envs.sandbox import layer_status
-from agentgym.envs.sql_lookup import SQLLookupEnv
+from agentgym.envs.sql.env import SQLLookupEnv
 from agentgym.registration import ENV_IDS, make_env, split_kwargs
 from agentgym.wrappers import DiscreteToolActions, DiscreteView
 
-SHIPPED = {sha256_file(path) for path in (Path(agentgym.envs.__file__).parent / "data").iterdir()}
+SHIPPED = {sha256_file(path) for path in Path(agentgym.envs.__file__).parent.glob("*/data/*")}
 """The checksums of the data files the package ships: a declared checksum is one of them."""
 
 STATUS = layer_status()

@@ -12,7 +12,7 @@ import gymnasium as gym
 import pytest
 
 import agentgym  # noqa: F401  (registers the ids)
-from agentgym.envs.weather_data import load_snapshot
+from agentgym.envs.weather.dataset import load_snapshot
 from agentgym.parser import parse_tool_calls
 from agentgym.registration import ENV_IDS
 from agentgym.trainers.llm import LLMPolicy

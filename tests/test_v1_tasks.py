@@ -11,9 +11,11 @@ from gymnasium.utils.env_checker import check_env
 import agentgym  # noqa: F401 (registers the ids)
 from agentgym.app.evaluation import evaluate
 from agentgym.data import sha256_file
-from agentgym.envs import code_data, code_families, sql_data
-from agentgym.envs.code_data import TASKS_V0, TASKS_V0_SHA256, TASKS_V1, TASKS_V1_SHA256, verify_tasks
+from agentgym.envs.code import dataset as code_data
+from agentgym.envs.code import families as code_families
+from agentgym.envs.code.dataset import TASKS_V0, TASKS_V0_SHA256, TASKS_V1, TASKS_V1_SHA256, verify_tasks
 from agentgym.envs.sandbox import Sandbox, layer_status
+from agentgym.envs.sql import dataset as sql_data
 
 STATUS = layer_status()
 LAYER = next((layer for layer in ("bwrap", "unshare") if STATUS[layer] is None), None)

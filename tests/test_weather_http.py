@@ -13,8 +13,8 @@ import pytest
 import agentgym
 from agentgym.app.http_service import HTTPService
 from agentgym.app.weather_server import WeatherServer
-from agentgym.envs.weather_data import load_snapshot
-from agentgym.envs.weather_run import WeatherOracle
+from agentgym.envs.weather.dataset import load_snapshot
+from agentgym.envs.weather.env import WeatherOracle
 
 ENV_ID = "agentgym/WeatherRun-v0"
 call = agentgym.ToolEnv.canonical

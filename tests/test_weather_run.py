@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 import agentgym
 from agentgym.app.evaluation import evaluate
-from agentgym.envs.weather_data import (
+from agentgym.envs.weather.dataset import (
     SNAPSHOT_V0,
     SNAPSHOT_V0_SHA256,
     city_key,
@@ -20,7 +20,7 @@ from agentgym.envs.weather_data import (
     sha256_file,
     write_snapshot,
 )
-from agentgym.envs.weather_run import WeatherOracle
+from agentgym.envs.weather.env import WeatherOracle
 from agentgym.trainers import PPO, REINFORCE, QLearning
 from agentgym.wrappers import DiscreteToolActions
 

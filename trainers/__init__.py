@@ -6,7 +6,7 @@ Each trainer and its ``*Config`` is imported on first use (PEP 562), so ``import
 ``agentgym`` command) loads neither torch nor transformers until a trainer is asked for.
 
 :data:`TRAINERS` maps each CLI name (``agentgym train NAME``) to a :class:`TrainerSpec`; the CLI and
-:func:`agentgym.trainers.runs.train` look trainers up there and nowhere else.
+:func:`agentgym.trainers.classic.train` look trainers up there and nowhere else.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ Each step:
 
 The loop, checkpoints (``GRPO.resume`` continues a stopped run exactly), greedy evaluation on the
 frozen split and multi-process training come from :class:`agentgym.trainers.llm_trainer.LLMTrainer`,
-the envs and reward-model rewards from :class:`agentgym.trainers.online.OnlineTrainer`.
+the envs and reward-model rewards from :class:`agentgym.trainers.online_trainer.OnlineTrainer`.
 
 Defaults for small models (what the tiny-model benchmark found; see ``benchmarks/grpo_weatherrun.py``):
 the KL anchor matters more than anything after tokenisation. With ``beta=0`` the tiny model locked
@@ -61,7 +61,7 @@ from agentgym.trainers.advantages import (
     kl_k3,
     turn_advantages,
 )
-from agentgym.trainers.online import OnlineConfig, OnlineTrainer
+from agentgym.trainers.online_trainer import OnlineConfig, OnlineTrainer
 from agentgym.trainers.rollout import Episode, Sample, episode_metrics, random_resets, rollout
 
 __all__ = ["GRPO", "GRPOConfig"]
@@ -71,7 +71,7 @@ class GRPOConfig(OnlineConfig):
     """Every GRPO knob, with defaults that suit 1–8 B models (see the module docstring for tiny ones).
 
     The shared fields (env, rollout, optimizer, ``beta``, reward sources, checkpoints) are documented
-    on :class:`~agentgym.trainers.online.OnlineConfig`.
+    on :class:`~agentgym.trainers.online_trainer.OnlineConfig`.
     """
 
     num_generations: int = Field(8, ge=2, description="G: episodes per task instance (group size).")

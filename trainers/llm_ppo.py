@@ -4,7 +4,7 @@ The RLHF recipe (Ouyang et al. 2022; Ziegler et al. 2019), with env turns in bet
 
 1. play ``episodes_per_step`` episodes of random tasks with the current policy
    (:func:`agentgym.trainers.rollout.rollout`); each turn's reward comes from the env's rules, a
-   reward model, or both (:class:`~agentgym.trainers.online.OnlineTrainer`);
+   reward model, or both (:class:`~agentgym.trainers.online_trainer.OnlineTrainer`);
 2. score the batch once more without gradient: ``log π_old``, ``log π_ref`` and the value head's
    ``V(s_t)`` at every policy token (``V`` reads the hidden state the token was chosen in);
 3. lay each episode's policy tokens end to end — the env's tokens are not actions, so they are
@@ -42,7 +42,7 @@ import torch
 from pydantic import Field
 
 from agentgym.trainers.advantages import clipped_surrogate, explained_variance, gae, value_loss
-from agentgym.trainers.online import OnlineConfig, OnlineTrainer
+from agentgym.trainers.online_trainer import OnlineConfig, OnlineTrainer
 from agentgym.trainers.rollout import Episode, Sample, episode_metrics, random_resets, rollout
 
 __all__ = ["LLMPPO", "LLMPPOConfig"]
@@ -51,7 +51,7 @@ VALUE_HEAD_FILE = "value_head.pt"
 
 
 class LLMPPOConfig(OnlineConfig):
-    """PPO's knobs on top of :class:`~agentgym.trainers.online.OnlineConfig` (``beta`` is the per-token
+    """PPO's knobs on top of :class:`~agentgym.trainers.online_trainer.OnlineConfig` (``beta`` is the per-token
     KL penalty in the reward here)."""
 
     episodes_per_step: int = Field(32, ge=1, description="Episodes (each a random task) played per step.")

@@ -21,7 +21,7 @@ The actor and the critic are separate small MLPs over the one-hot observation (a
 ``Agent``), trained by one Adam optimiser; any env with ``Discrete`` observation and action
 spaces works, and a text ``ToolEnv`` is wrapped in :class:`~agentgym.wrappers.DiscreteToolActions`
 automatically. One env is stepped (no vector env). The networks, action sampling and save/load are
-:class:`~agentgym.trainers.nets.TorchAgent`'s (shared with REINFORCE); this file is the algorithm.
+:class:`~agentgym.trainers.torch_agent.TorchAgent`'s (shared with REINFORCE); this file is the algorithm.
 
 Advantage normalisation is off by default, unlike CleanRL: once a policy walks the same path every
 episode, the advantages are nothing but critic error, and normalising blows that error up to unit
@@ -51,7 +51,7 @@ from tqdm.auto import tqdm
 
 from agentgym.trainers.advantages import entropy, explained_variance, gae, normalize, ppo_clip_loss, value_loss
 from agentgym.trainers.base import Callback
-from agentgym.trainers.nets import TorchAgent
+from agentgym.trainers.torch_agent import TorchAgent
 
 __all__ = ["PPO", "PPOConfig"]
 

@@ -31,7 +31,7 @@ Stable-Baselines3::
     action, _ = agent.predict(obs)
     agent.save("reinforce.pt"); agent = REINFORCE.load("reinforce.pt")
 
-The networks, sampling and save/load are :class:`~agentgym.trainers.nets.TorchAgent`'s (shared with PPO).
+The networks, sampling and save/load are :class:`~agentgym.trainers.torch_agent.TorchAgent`'s (shared with PPO).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from tqdm.auto import tqdm
 
 from agentgym.trainers.advantages import discounted_returns, entropy, normalize, policy_gradient_loss, value_loss
 from agentgym.trainers.base import Callback
-from agentgym.trainers.nets import TorchAgent
+from agentgym.trainers.torch_agent import TorchAgent
 
 __all__ = ["REINFORCE", "REINFORCEConfig"]
 

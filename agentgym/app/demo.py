@@ -19,9 +19,9 @@ import gymnasium as gym
 import numpy as np
 
 from agentgym.app.evaluation import RandomAgent, evaluate
-from agentgym.envs.cliff_walk import GOAL, SHAPE, START, draw_path
+from agentgym.envs.cliff.env import GOAL, SHAPE, START, draw_path
+from agentgym.trainers.classic import TABULAR, train
 from agentgym.trainers.plotting import plot_grid_paths, plot_learning_curves
-from agentgym.trainers.runs import TABULAR, train
 from agentgym.wrappers import DiscreteToolActions
 
 __all__ = ["run_demo"]

@@ -198,7 +198,7 @@ def make_agent(spec: str, env: gym.Env, seed: int | None = None) -> tuple[Any, g
         return agent, agent.env
     if kind == "torch":
         from agentgym.trainers import PPO, REINFORCE
-        from agentgym.trainers.nets import read_checkpoint
+        from agentgym.trainers.torch_agent import read_checkpoint
 
         algorithm = read_checkpoint(arg)["algorithm"]
         agent_cls = {"reinforce": REINFORCE, "ppo": PPO}.get(algorithm)

@@ -2,7 +2,7 @@
 
 ``agentgym serve weather --snapshot PATH --port 8000`` runs it; tests start it on 127.0.0.1 with
 port 0 and drive the ``http`` backend against it. The schema is documented in
-:mod:`agentgym.envs.weather_backends`.
+:mod:`agentgym.envs.weather.backends`.
 
 The API is GET-only, so the server takes no request body (a Content-Length above 0 is answered 413 before
 anything is read); everything else a client may send is bounded by :class:`agentgym.app.http_service.Limits`
@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from agentgym.app.http_service import HTTPService, Limits
-from agentgym.envs.weather_data import SNAPSHOT_V0, WeatherRecord, city_key, load_snapshot
+from agentgym.envs.weather.dataset import SNAPSHOT_V0, WeatherRecord, city_key, load_snapshot
 
 __all__ = ["WeatherServer"]
 

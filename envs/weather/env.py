@@ -14,8 +14,8 @@ from pydantic import Field
 from agentgym import core
 from agentgym.core import TaskInfo, ToolEnv
 from agentgym.data import sha256_file
-from agentgym.envs.weather_backends import HTTPWeather, RandomWeather, SnapshotWeather, WeatherBackend
-from agentgym.envs.weather_data import (
+from agentgym.envs.weather.backends import HTTPWeather, RandomWeather, SnapshotWeather, WeatherBackend
+from agentgym.envs.weather.dataset import (
     AQI_LIMIT,
     SNAPSHOT_V0,
     TEMP_MAX,
@@ -81,7 +81,7 @@ class WeatherRunEnv(DiscreteView, ToolEnv):
       ``synthetic_cities=True`` also makes up a new city name every episode, so a learner cannot
       memorise names (how the tiny LLM learns to copy cities it will only meet in the test split);
       ``suitable_share=0.5`` balances suitable and unsuitable days (27 % suitable otherwise).
-    - ``"http"``: a live API at ``base_url`` (see ``agentgym.envs.weather_backends``), with
+    - ``"http"``: a live API at ``base_url`` (see ``agentgym.envs.weather.backends``), with
       ``timeout``, ``retries`` and ``record=PATH`` to freeze what it fetched into a snapshot. A lookup, retries
       included, takes at most ``timeout × (retries + 1)`` plus its backoff pauses (6.45 s by default); one
       action's lookups share 1.5 × that, and calls reached after it is spent are not run.

@@ -24,7 +24,7 @@
   another user, bwrap adds a user namespace (``--unshare-user``, uid 65534 inside, ``--disable-userns`` on
   bwrap ≥ 0.8, ``--cap-drop ALL``).
 - ``"unshare"`` (util-linux; root only): the same namespaces without a user namespace, and the same root file
-  system, built by :mod:`agentgym.envs.sandbox_inside` as root inside the new namespaces before it drops
+  system, built by :mod:`agentgym.envs.sandbox.inside` as root inside the new namespaces before it drops
   privileges and chroots; its init also enforces the wall-clock limit itself.
 - ``"unsafe"``: rlimits, the system-call filter and an unprivileged uid only, in a temporary directory: **not a
   security boundary** (the code sees the file system and the network). Used only with ``allow_unsafe=True``, with
@@ -35,7 +35,7 @@ Without bwrap and root, ``"auto"`` raises :class:`SandboxUnavailable` rather tha
 ## Warm mode (``warm=True``; root, bwrap or unshare)
 
 Cold, each run starts bwrap (or unshare) and a fresh interpreter. Warm, a **zygote** started once per concurrent
-run (:func:`agentgym.envs.sandbox_inside.serve`: bwrap as root without a user namespace, or the unshare layer's
+run (:func:`agentgym.envs.sandbox.inside.serve`: bwrap as root without a user namespace, or the unshare layer's
 root file system, with the runner imported) clones each run into fresh PID, mount and IPC namespaces; the run's
 init unmounts the zygote's ``/proc`` and work dir, mounts a fresh ``/proc`` and an empty tmpfs work dir of its own
 (``disk_mb``, ``WORK_INODES`` inodes, so warm bwrap caps inodes too), keeps only the run's file descriptors,
@@ -192,7 +192,7 @@ UID_BASE = 2_000_000_000
 UID_SPAN = 1_000_000
 """Run as root, each run gets uid ``UID_BASE + randbelow(UID_SPAN)``: beyond the ranges systems hand out."""
 MAX_REPR = 100_000
-"""A call's value travels as its ``repr`` cut to this many characters (``sandbox_inside.MAX_REPR``)."""
+"""A call's value travels as its ``repr`` cut to this many characters (``inside.MAX_REPR``)."""
 RECORD_BYTES = 4 * MAX_REPR + 1024
 """Longest result record the harness parses: a ``repr`` of ``MAX_REPR`` characters, escaped (≤ 2 characters
 each) and UTF-8 encoded (≤ 4 bytes each). Longer lines are dropped; more than ``len(tests) + 3`` records' worth of
@@ -213,7 +213,7 @@ _RECORD = re.compile(rf"\{{{_FIELD}(?:, {_FIELD}){{0,7}}\}}")
 """What the runner writes on the result channel: the ``repr`` of a dict of at most 8 fields holding a string, an
 int, None or a boolean. Only a line of this shape is parsed."""
 
-_SOURCE = (Path(__file__).parent / "sandbox_inside.py").read_text(encoding="utf-8")
+_SOURCE = (Path(__file__).parent / "inside.py").read_text(encoding="utf-8")
 _BOOT = "import marshal,os;c=os.pread({fd},{size},0);os.close({fd});exec(marshal.loads(c))"
 """How the sandbox's interpreter starts the runner: from its code object, compiled once per interpreter by that
 interpreter (:func:`_inspect_python`) and read from a sealed memory file (:func:`_runner_file`) that every run
@@ -571,7 +571,7 @@ class _Python:
     binds: tuple[tuple[str, str, str], ...]  # (kind, source, target): kind "dir", "file" or "symlink"
     version: str
     runner: str = field(repr=False, default="")
-    """The runner (``sandbox_inside``) as a marshal-ed code object of this interpreter, in hex."""
+    """The runner (``inside``) as a marshal-ed code object of this interpreter, in hex."""
 
     def command(self, *args: str) -> tuple[list[str], int]:
         """The command line that starts the runner with ``args`` (``sys.argv[1:]`` inside), and the file
@@ -1227,7 +1227,7 @@ def _as_user(uid: int | None) -> tuple[list[str], dict[str, Any]]:
 
 
 class _Zygote:
-    """One warm-mode zygote (``sandbox_inside.serve``) and the harness's end of its control socket. Used by one
+    """One warm-mode zygote (``inside.serve``) and the harness's end of its control socket. Used by one
     run at a time; stopped when its socket is closed (it exits on EOF), at the latest when the harness exits."""
 
     def __init__(self, command: list[str], runner_fd: int, cleanup: list[Any]) -> None:

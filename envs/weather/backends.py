@@ -1,7 +1,7 @@
 """Where WeatherRun's tools get their data: a frozen snapshot, a seeded generator, or a live HTTP API.
 
 Every backend answers ``weather(city, date)`` and ``air_quality(city, date)`` with a
-:class:`~agentgym.envs.weather_data.WeatherRecord`-shaped dict, or raises
+:class:`~agentgym.envs.weather.dataset.WeatherRecord`-shaped dict, or raises
 :class:`~agentgym.tools.ToolError` with a message the agent can read ("no data for Atlantis",
 "the weather service timed out …"). ``sample_task`` picks an episode's (city, date).
 
@@ -34,7 +34,7 @@ import httpx
 import numpy as np
 from pydantic import BaseModel, ValidationError
 
-from agentgym.envs.weather_data import (
+from agentgym.envs.weather.dataset import (
     SNAPSHOT_V0,
     WeatherRecord,
     city_key,

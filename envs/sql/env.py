@@ -17,7 +17,7 @@ from pydantic import Field
 from agentgym import core
 from agentgym.core import TaskInfo, ToolEnv
 from agentgym.data import sha256_file
-from agentgym.envs.sql_data import (
+from agentgym.envs.sql.dataset import (
     DATABASE_V0,
     DATABASE_V0_SHA256,
     TASKS_V0,
@@ -28,7 +28,7 @@ from agentgym.envs.sql_data import (
     SQLTask,
     load_tasks,
 )
-from agentgym.envs.sql_safety import QueryError, QueryResult, ReadOnlySQLite, TableInfo
+from agentgym.envs.sql.safety import QueryError, QueryResult, ReadOnlySQLite, TableInfo
 from agentgym.tools import ToolCall, ToolError, ToolResult, tool
 from agentgym.wrappers import DiscreteView, candidate_state_key, candidate_state_keys
 
@@ -67,9 +67,9 @@ OUTCOMES = ("?", "error", "empty", "rows")
 
 
 class SQLDatabase(Protocol):
-    """What the env needs from a database. :class:`~agentgym.envs.sql_safety.ReadOnlySQLite` is the
+    """What the env needs from a database. :class:`~agentgym.envs.sql.safety.ReadOnlySQLite` is the
     SQLite implementation; another engine plugs in by implementing these four methods, raising
-    :class:`~agentgym.envs.sql_safety.QueryError` (with a message for the agent) for a refused or
+    :class:`~agentgym.envs.sql.safety.QueryError` (with a message for the agent) for a refused or
     failed query."""
 
     def tables(self) -> list[str]:
@@ -273,7 +273,7 @@ class SQLLookupEnv(DiscreteView, ToolEnv):
     unchanged (success rates stay comparable).
 
     ## Safety
-    Every query runs through :class:`~agentgym.envs.sql_safety.ReadOnlySQLite`: read-only open, one
+    Every query runs through :class:`~agentgym.envs.sql.safety.ReadOnlySQLite`: read-only open, one
     statement, an authorizer that allows only reads and safe functions, size limits and a
     ``time_limit`` deadline (1 s). One action's queries share a budget of 1.5 × ``time_limit``: each may run
     for what is left of it, and calls reached after it is spent are not run (four slow queries in one action
@@ -291,7 +291,7 @@ class SQLLookupEnv(DiscreteView, ToolEnv):
     chance, less than understanding, which is the point.
 
     ## Data
-    Default: the frozen company database (6 tables, ~5,500 rows; ``agentgym.envs.sql_data``) and 180
+    Default: the frozen company database (6 tables, ~5,500 rows; ``agentgym.envs.sql.dataset``) and 180
     questions (106 train, 74 test) in five difficulties (single_table, join, aggregate, nested, date),
     each file verified against its SHA-256. ``split="train"``, ``"test"`` (other instances of the same
     question families) or ``"all"``. ``reset(seed=s)`` draws a task; ``options={"task_index": i}`` picks task ``i``.
@@ -309,10 +309,10 @@ class SQLLookupEnv(DiscreteView, ToolEnv):
     :class:`SQLDatabase`.
 
     ``task_set="v1"`` (what ``agentgym/SQLLookup-v1`` passes): 432 questions on the same database (223 train,
-    209 test), up to 24 instances of each family (``agentgym.envs.sql_data.build_tasks_v1``); same rules and reward.
+    209 test), up to 24 instances of each family (``agentgym.envs.sql.dataset.build_tasks_v1``); same rules and reward.
     ``task_set="training"``: the shipped training set, for SFT and RL only (split ``"train"``; no frozen test
     question or gold query is in it): 1,298 questions of the same families on a training database of the same
-    schema with more values (``agentgym.envs.sql_data.build_training_set``), small families listed again to ~40.
+    schema with more values (``agentgym.envs.sql.dataset.build_training_set``), small families listed again to ~40.
 
     ## Arguments
     ``split``, ``task_set``, ``db_path``, ``tasks_path``, ``database`` (above); ``max_rows`` (20) rows shown per

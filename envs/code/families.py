@@ -12,12 +12,12 @@ The tests are computed from the reference: :func:`make_problem` runs the three s
 process, under a 1 s alarm) on the family's ordinary and edge inputs, and picks 2 visible tests that the edge slip
 passes and the visible slip fails, and 6 hidden ones that include an edge case the edge slip fails and an input
 the visible slip fails. :func:`build_tasks` then checks every problem in the sandbox exactly as v0 is checked
-(:func:`agentgym.envs.code_data.verify_tasks`) and splits each family 3 train : 2 test (indices 1 and 3 of every
+(:func:`agentgym.envs.code.dataset.verify_tasks`) and splits each family 3 train : 2 test (indices 1 and 3 of every
 five are test problems).
 
 Rebuild (byte for byte; about 30 s, most of it the sandbox check)::
 
-    python -m agentgym.envs.code_families build [--out PATH] [--no-verify]
+    python -m agentgym.envs.code.families build [--out PATH] [--no-verify]
 """
 
 # ruff: noqa: B023  (each family's source() closures are called within the loop iteration that defines them)
@@ -34,7 +34,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from agentgym.envs.code_data import TASKS_V1, TASKS_V1_SHA256, CodeTask, entry_point, verify_tasks, write_tasks
+from agentgym.envs.code.dataset import TASKS_V1, TASKS_V1_SHA256, CodeTask, entry_point, verify_tasks, write_tasks
 from agentgym.envs.sandbox import Sandbox
 
 __all__ = ["FAMILIES", "build_tasks", "generate_tasks", "make_problem"]

@@ -10,8 +10,8 @@ wrong solutions, in this order:
 
 Both fail at least one hidden test.
 
-:func:`agentgym.envs.code_data.build_tasks` checks all of that and assigns the train/test split. Edit here, then
-rebuild with ``python -m agentgym.envs.code_data`` (which makes a new version: v0 is frozen).
+:func:`agentgym.envs.code.dataset.build_tasks` checks all of that and assigns the train/test split. Edit here, then
+rebuild with ``python -m agentgym.envs.code.dataset`` (which makes a new version: v0 is frozen).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ A record is one (city, date) observation::
      "conditions": "partly cloudy", "humidity_pct": 62, "wind_kph": 11.0, "aqi": 55, "pm2_5": 16.5}
 
 The snapshot shipped with the package (``data/weather_v0.jsonl``) is made by :func:`generate_snapshot`
-from a fixed seed, so it can be rebuilt bit-identically (``python -m agentgym.envs.weather_data``);
+from a fixed seed, so it can be rebuilt bit-identically (``python -m agentgym.envs.weather.dataset``);
 :func:`load_snapshot` checks its SHA-256 against :data:`SNAPSHOT_V0_SHA256`. It covers both sides of
 both thresholds and their edge values (10.0 and 25.0 °C, AQI 99 and 100). The ``train`` and ``test``
 splits have disjoint cities.

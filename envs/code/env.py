@@ -16,7 +16,7 @@ from pydantic import Field
 from agentgym import core
 from agentgym.core import TaskInfo, ToolEnv
 from agentgym.data import sha256_file
-from agentgym.envs.code_data import TASK_FILES, CodeTask, candidates, load_tasks
+from agentgym.envs.code.dataset import TASK_FILES, CodeTask, candidates, load_tasks
 from agentgym.envs.sandbox import Sandbox, SandboxResult, TestReport
 from agentgym.tools import ToolCall, ToolResult, tool
 from agentgym.wrappers import DiscreteView, candidate_state_key, candidate_state_keys
@@ -121,11 +121,11 @@ class CodeSandboxEnv(DiscreteView, ToolEnv):
     medium, hard), each with 2 visible and 6 hidden tests, checked against its SHA-256 (``agentgym.envs.
     code_data``). ``split="train"``, ``"test"`` or ``"all"``. ``reset(seed=s)`` draws a task;
     ``options={"task_index": i}`` picks task ``i``. Your own problems: ``tasks_path=`` (JSON Lines; the format
-    is in ``agentgym.envs.code_data``), with ``tasks_sha256=`` to pin the file; each reference solution is run
+    is in ``agentgym.envs.code.dataset``), with ``tasks_sha256=`` to pin the file; each reference solution is run
     on its tests when the env is made (``validate=False`` skips that).
 
     ``task_set="v1"`` (what ``agentgym/CodeSandbox-v1`` passes): 303 problems from 10 parametrised families
-    (184 train, 119 test; ``agentgym.envs.code_families``), same tools, rules and reward.
+    (184 train, 119 test; ``agentgym.envs.code.families``), same tools, rules and reward.
 
     ## Arguments
     ``split``, ``task_set``, ``tasks_path``, ``tasks_sha256``, ``validate`` (above); ``sandbox`` (a configured
@@ -203,7 +203,7 @@ class CodeSandboxEnv(DiscreteView, ToolEnv):
 
     def validate_tasks(self) -> None:
         """Run each task's reference solution on all its tests in the sandbox; ``ValueError`` for the first that
-        fails. (``agentgym.envs.code_data.verify_tasks`` also checks that wrong solutions fail.)"""
+        fails. (``agentgym.envs.code.dataset.verify_tasks`` also checks that wrong solutions fail.)"""
         for task in self.tasks:
             report = self.sandbox.run_tests(task.solution, task.visible() + task.hidden())
             failed = next((o for o in report.outcomes if not o.passed), None)

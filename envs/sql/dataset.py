@@ -36,16 +36,16 @@ whether row order is part of the answer (the gold query's top-level ``ORDER BY``
 no ties to chance); ``distractors`` are three plausible wrong queries, one of each kind — a logic
 slip that returns a wrong result, a value slip that returns nothing (a case mismatch, ``= NULL``, a
 badly written date), a schema slip that fails (a guessed column name) — used as the discrete view's
-candidate answers. Every gold query runs through :class:`~agentgym.envs.sql_safety.ReadOnlySQLite`
+candidate answers. Every gold query runs through :class:`~agentgym.envs.sql.safety.ReadOnlySQLite`
 and returns a non-empty answer (not a lone 0 or NULL) of at most 25 rows. v0 holds 180 questions
 (106 train, 74 test) from 35 families and 12 one-off questions. v1 (``data/sql_tasks_v1.jsonl``,
 :func:`build_tasks_v1`) draws up to 24 instances of each family from the same database with seed 1.
 
 Both files ship with SHA-256 checksums (:data:`DATABASE_V0_SHA256`, :data:`TASKS_V0_SHA256`) that
-:func:`load_tasks` and the env verify. Rebuild them with ``python -m agentgym.envs.sql_data``.
+:func:`load_tasks` and the env verify. Rebuild them with ``python -m agentgym.envs.sql.dataset``.
 
 For training only: :func:`build_training_tasks` draws fresh questions of the families on the v0 database, and
-:func:`build_training_set` (``python -m agentgym.envs.sql_data --training-set``) builds the shipped training set
+:func:`build_training_set` (``python -m agentgym.envs.sql.dataset --training-set``) builds the shipped training set
 (``company_training.sqlite``, ``sql_tasks_training.jsonl``; the env's ``task_set="training"``): a database of the
 same schema from :data:`TRAINING_VOCABULARY` (v0's values and more) and the families' questions on it. Neither ever
 holds a question or gold query of a frozen test split (:func:`assert_no_test_leak`).
@@ -108,7 +108,7 @@ TASKS_V0_SHA256 = "b21ea03af19b7a54a01be0ceb22e0ed3efb3eac0decb161665f5a9b8da685
 TASKS_V1 = DATA_DIR / "sql_tasks_v1.jsonl"
 TASKS_V1_SHA256 = "9aba98dd9cd0da072d33618e9b9ab5bb61000062df2400f568a70345b1e094b8"
 """SQLLookup-v1's questions: on the v0 database, up to :data:`V1_INSTANCES` instances of each family drawn with
-:data:`V1_SEED` (:func:`build_tasks_v1`; rebuild with ``python -m agentgym.envs.sql_data --v1``)."""
+:data:`V1_SEED` (:func:`build_tasks_v1`; rebuild with ``python -m agentgym.envs.sql.dataset --v1``)."""
 V1_SEED = 1
 V1_INSTANCES = 24
 TRAINING_SEED = 2
@@ -1518,8 +1518,8 @@ def build_tasks(
     come from the family's own wrong queries, or else from :func:`_value_slip` / :func:`_schema_slip`
     applied to the gold query; an instance that lacks one kind is dropped.
     """
-    from agentgym.envs.sql_lookup import looks_empty, results_match
-    from agentgym.envs.sql_safety import QueryError, ReadOnlySQLite
+    from agentgym.envs.sql.env import looks_empty, results_match
+    from agentgym.envs.sql.safety import QueryError, ReadOnlySQLite
 
     rng = random.Random(seed)
     db = ReadOnlySQLite(database)

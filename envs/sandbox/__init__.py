@@ -1,0 +1,34 @@
+"""Run untrusted Python in a sandbox: the security boundary of agentgym's code tasks.
+
+``harness`` starts and bounds the sandbox from outside (layers, limits, seccomp, the result channel); ``inside`` is
+the runner that executes in it. See :mod:`agentgym.envs.sandbox.harness` for the guarantees of each layer."""
+
+from agentgym.envs.sandbox.harness import (
+    LAYERS,
+    SANDBOX_ENV,
+    Sandbox,
+    SandboxLimits,
+    SandboxResult,
+    SandboxUnavailable,
+    TestOutcome,
+    TestReport,
+    layer_status,
+    parse_value,
+    seccomp_filter,
+    values_equal,
+)
+
+__all__ = [
+    "LAYERS",
+    "SANDBOX_ENV",
+    "Sandbox",
+    "SandboxLimits",
+    "SandboxResult",
+    "SandboxUnavailable",
+    "TestOutcome",
+    "TestReport",
+    "layer_status",
+    "parse_value",
+    "seccomp_filter",
+    "values_equal",
+]
