@@ -1,7 +1,8 @@
 """Run untrusted Python in a sandbox: the security boundary of agentgym's code tasks.
 
-``harness`` starts and bounds the sandbox from outside (layers, limits, seccomp, the result channel); ``inside`` is
-the runner that executes in it. See :mod:`agentgym.envs.sandbox.harness` for the guarantees of each layer."""
+``harness`` starts and bounds the sandbox from outside (layers, limits, seccomp, the result channel; its docstring
+gives the guarantees of each layer); ``inside`` is the runner that executes in it. The names below are the public
+ones."""
 
 from agentgym.envs.sandbox.harness import (
     LAYERS,

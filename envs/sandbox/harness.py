@@ -159,21 +159,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = [
-    "LAYERS",
-    "SANDBOX_ENV",
-    "Sandbox",
-    "SandboxLimits",
-    "SandboxResult",
-    "SandboxUnavailable",
-    "TestOutcome",
-    "TestReport",
-    "layer_status",
-    "parse_value",
-    "seccomp_filter",
-    "values_equal",
-]
-
 LAYERS = ("bwrap", "unshare", "unsafe")
 """The isolation layers, strongest first."""
 WORK = "/work"
