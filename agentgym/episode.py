@@ -5,7 +5,8 @@ training run's (GRPO, LLM PPO: ``RUN_DIR/episodes.jsonl``) or the MCP server's â
 in-memory rollout episode (which adds its token samples). The flywheel, the audit and the reports read it.
 
 Per turn ``i`` (parallel lists): ``observations[i]`` is what the agent answered with ``actions[i]`` (the first
-observation, then the one after every action, so there is one more observation than actions), ``rewards[i]`` and
+observation, then the one after every action, so there is one more observation than actions; ``summaries[i]`` is
+the env's one-line state summary of ``observations[i]``, its ``info["summary"]``), ``rewards[i]`` and
 ``reward_components[i]`` what the step paid (``info["reward_components"]``), ``canonical[i]`` whether the call was
 written in the canonical format, ``valid[i]`` whether its tool calls parsed and validated. The outcome is
 ``success``, ``terminated``, ``truncation`` (why the episode was cut, else None) and ``error`` (why it could not be
@@ -26,7 +27,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, Field, computed_field
 
-__all__ = ["EpisodeRecord", "components_of", "convert_old_line"]
+__all__ = ["EpisodeRecord", "components_of", "convert_old_line", "summary_of"]
 
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 
@@ -49,6 +50,7 @@ class EpisodeRecord(BaseModel):
     index: int = Field(0, ge=0)
     reset: dict[str, Any] = Field(default_factory=dict)
     observations: list[str] = Field(default_factory=list)
+    summaries: list[str] = Field(default_factory=list)
     actions: list[str] = Field(default_factory=list)
     rewards: list[FiniteFloat] = Field(default_factory=list)
     reward_components: list[dict[str, float]] = Field(default_factory=list)
@@ -78,6 +80,11 @@ class EpisodeRecord(BaseModel):
         """How many actions the episode took."""
         return len(self.actions)
 
+    def start(self, observation: str, info: dict[str, Any]) -> None:
+        """Record the first observation and its ``info`` (as ``env.reset`` returns them)."""
+        self.observations.append(observation)
+        self.summaries.append(summary_of(info))
+
     def step(self, action: str, observation: str, reward: float, info: dict[str, Any]) -> None:
         """Append one env step (``info`` as ``ToolEnv.step`` returns it). A reward that is not a finite number raises
         ``ValueError`` before anything is appended (the record stays consistent)."""
@@ -85,6 +92,7 @@ class EpisodeRecord(BaseModel):
             raise ValueError(f"the env returned the reward {reward} at turn {self.turns + 1}")
         self.actions.append(action)
         self.observations.append(observation)
+        self.summaries.append(summary_of(info))
         self.rewards.append(reward)
         self.reward_components.append(components_of(info))
         self.canonical.append(bool(info.get("canonical", False)))
@@ -124,7 +132,7 @@ def convert_old_line(data: Any) -> Any:
       step becomes ``training_step``, ``reward`` ``training_reward``, ``response_tokens`` ``completion_tokens``; the
       log kept no per-turn rewards, so its return (``env_reward``) becomes the last turn's reward;
     - an old eval line: ``attempt`` is counted from the retry headers its observations began with (the Retry wrapper
-      did not report it otherwise then).
+      did not report it otherwise then), and ``summaries`` are its observations' ``State:`` lines.
     """
     if not isinstance(data, dict) or "reward_components" in data:
         return data
@@ -139,9 +147,22 @@ def convert_old_line(data: Any) -> Any:
     observations = data.get("observations")
     if isinstance(observations, list) and "attempt" not in data:
         data["attempt"] = 1 + sum(isinstance(o, str) and bool(_OLD_RETRY_HEADER.match(o)) for o in observations)
+    if isinstance(observations, list) and "summaries" not in data:
+        data["summaries"] = [_old_summary(o) for o in observations]
     rewards = data.get("rewards")
     data["reward_components"] = [{} for _ in rewards] if isinstance(rewards, list) else []
     return data
+
+
+def _old_summary(observation: Any) -> str:
+    last = observation.rsplit("\n", 1)[-1] if isinstance(observation, str) else ""
+    return last.removeprefix("State: ") if last.startswith("State: ") else ""
+
+
+def summary_of(info: dict[str, Any]) -> str:
+    """A step's ``info["summary"]`` (the env's one-line state summary), or "" where the env gives none."""
+    summary = info.get("summary")
+    return summary if isinstance(summary, str) else ""
 
 
 def components_of(info: dict[str, Any]) -> dict[str, float]:

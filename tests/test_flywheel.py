@@ -82,6 +82,16 @@ def test_summary_context_writes_one_example_per_turn_in_the_recipes_prompt(runs,
     first = sft[0]["messages"]
     assert len(first) == 2 and first[0]["content"].startswith("get_weather(city), get_air_quality(city), answer(")
     assert first[0]["content"].endswith("· temp ? · AQI ? · decision pending")
+    # the summary is the one the env reported, kept in the record: nothing is read back out of the observation text
+    records = lines(root / "oracle" / "episodes.jsonl")
+    assert all(len(r["summaries"]) == len(r["observations"]) and all(r["summaries"]) for r in records)
+    for r in records:
+        r["observations"] = [o.replace("State:", "Status:") for o in r["observations"]]
+    (tmp_path / "edited").mkdir()
+    (tmp_path / "edited" / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (tmp_path / "edited" / "run.json").write_text((root / "oracle" / "run.json").read_text())
+    build_data([tmp_path / "edited" / "episodes.jsonl"], tmp_path / "e", config)
+    assert lines(tmp_path / "e" / "sft.jsonl") == sft
     with pytest.raises(ValueError, match="turn_template"):
         build_data([root / "oracle" / "episodes.jsonl"], tmp_path / "t", DataConfig(turn_template="{task}"))
 
@@ -95,8 +105,9 @@ def training_run(tmp_path):
     env = gym.make(ENV, split="train", **kwargs)
     episodes = []
     for seed in range(6):
-        obs, _ = env.reset(seed=seed % 3)  # three tasks, each played twice (a GRPO group of 2)
-        episode = Episode({"seed": seed % 3}, observations=[obs])
+        obs, info = env.reset(seed=seed % 3)  # three tasks, each played twice (a GRPO group of 2)
+        episode = Episode({"seed": seed % 3})
+        episode.start(obs, info)
         actions = [ToolCall("get_weather", {"city": env.unwrapped.city}).to_text()]
         actions.append(ToolCall("answer", {"suitable": seed < 3}).to_text())
         for action in actions:

@@ -40,7 +40,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from agentgym.core import Turn, parts_of, past_turn, recent_turns, task_info
-from agentgym.episode import EpisodeRecord, components_of
+from agentgym.episode import EpisodeRecord, components_of, summary_of
 from agentgym.registration import eval_kwargs, eval_resets
 from agentgym.tools import ToolCall
 from agentgym.trainers.decoding import PrefixCache
@@ -214,7 +214,7 @@ class _Run:
         start = time.perf_counter()
         self.observation, info = env.reset(**reset)
         self.episode.env_seconds += time.perf_counter() - start
-        self.episode.observations.append(self.observation)
+        self.episode.start(self.observation, info)
         self.tools = info.get("tools")
         self.signatures = signatures(self.tools or [])
         self.parts = parts_of(env)
@@ -270,6 +270,7 @@ class _Run:
         ep.env_seconds += time.perf_counter() - start
         ep.actions.append(text)
         ep.observations.append(obs)
+        ep.summaries.append(summary_of(info))
         ep.rewards.append(float(reward))
         ep.reward_components.append(components_of(info))
         ep.canonical.append(bool(info.get("canonical", False)))

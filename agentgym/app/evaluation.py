@@ -284,7 +284,7 @@ class _PolicyPlayer(_Player):
 
     def _play_one(self, record: EpisodeRecord, act: Callable[[Any], Any], discrete: Any) -> None:
         obs, info = self.env.reset(**record.reset)
-        record.observations.append(info["text"] if discrete else str(obs))
+        record.start(info["text"] if discrete else str(obs), info)
         for _ in range(self.max_steps):
             action = act(obs)
             text = discrete.menu[int(action)] if discrete else str(action)

@@ -25,9 +25,9 @@ converted; a training log of that time kept no observations, so its episodes are
 Rendering (``context``): ``"append"`` (default) writes each episode as one multi-turn transcript whose user
 messages are the observations; ``"summary"`` writes each turn of an SFT episode as its own one-turn example, as
 ``RolloutConfig(context="summary")`` trains, with the user message ``turn_template`` filled with ``{observation}``,
-``{summary}`` (the observation's ``State:`` line) and ``{signatures}`` (the compact tool list) — e.g. the tiny
-recipe's ``"{signatures}\\n{summary}"``. Pairs are whole transcripts in either mode, their user messages rendered
-with the same template.
+``{summary}`` (the env's one-line state summary, kept in the record) and ``{signatures}`` (the compact tool list) —
+e.g. the tiny recipe's ``"{signatures}\\n{summary}"``. Pairs are whole transcripts in either mode, their user
+messages rendered with the same template.
 
 Input files are untrusted: at most :data:`MAX_LINES` lines of at most :data:`MAX_LINE_BYTES` bytes each are read
 (beyond, the rest of the file is skipped and reported); a line that is not an episode is skipped with a one-line
@@ -276,17 +276,16 @@ def _episode(raw: bytes) -> EpisodeRecord:
 def _messages(source: _Source, record: EpisodeRecord, cfg: DataConfig) -> list[dict[str, str]]:
     """The episode as chat messages ending with its last action, user messages rendered with the template."""
     messages = [{"role": "system", "content": cfg.system_prompt}] if cfg.system_prompt else []
-    for observation, action in zip(record.observations, record.actions, strict=False):
-        messages += [{"role": "user", "content": _render(source, observation, cfg)}]
+    summaries = record.summaries if len(record.summaries) == len(record.observations) else [""] * record.turns
+    for observation, summary, action in zip(record.observations, summaries, record.actions, strict=False):
+        messages += [{"role": "user", "content": _render(source, observation, summary, cfg)}]
         messages += [{"role": "assistant", "content": action}]
     return messages
 
 
-def _render(source: _Source, observation: str, cfg: DataConfig) -> str:
+def _render(source: _Source, observation: str, summary: str, cfg: DataConfig) -> str:
     if cfg.turn_template == "{observation}":
         return observation
-    last = observation.rsplit("\n", 1)[-1]
-    summary = last.removeprefix("State: ") if last.startswith("State: ") else ""
     return cfg.turn_template.format(observation=observation, summary=summary, signatures=_signatures(source))
 
 
@@ -317,9 +316,9 @@ def _sft_examples(
         elif (
             cfg.context == "summary"
             and "{summary}" in cfg.turn_template
-            and not record.observations[0].rsplit("\n", 1)[-1].startswith("State: ")
+            and not (len(record.summaries) == len(record.observations) and all(record.summaries))
         ):
-            reason = "no state summary in the observations"
+            reason = "no state summary in the record"
         else:
             reason = None
         if reason is not None:

@@ -241,7 +241,7 @@ class EpisodeHost:
         self.next_index += 1
         record = EpisodeRecord(index=index, reset=self.resets[index])
         try:
-            observation, _ = self.env.reset(**record.reset)
+            observation, info = self.env.reset(**record.reset)
         except Exception as exc:  # a task that cannot start fails its episode, never the run
             record.error = episode_error(exc)
             self.current = record
@@ -249,7 +249,7 @@ class EpisodeHost:
             return Reply(
                 f"Task {index} failed to start ({record.error}); call {NEXT_TASK}.", {"task_index": index}, True
             )
-        record.observations.append(str(observation))
+        record.start(str(observation), info)
         self.current = record
         head = f"Task {index + 1} of {self.config.episodes} (task_index {index}).\n\n"
         return Reply(

@@ -297,7 +297,7 @@ class OpenAIAgent:
         record = EpisodeRecord(index=index, reset=reset)
         try:  # an env that fails to reset fails this episode, like any other failure
             observation, info = await call(env.reset, **reset)
-            record.observations.append(observation)
+            record.start(observation, info)
             tools = info.get("tools") if cfg.native_tools else None
             messages: list[dict[str, Any]] = []
             if cfg.system_prompt:
