@@ -13,12 +13,13 @@ import pytest
 
 from agentgym.app.evaluation import evaluate_agent
 from agentgym.app.http_service import HTTPService
-from agentgym.app.reports import EpisodeRecord, load_episodes, to_json
+from agentgym.app.reports import load_episodes, to_json
 from agentgym.cli import main
 from agentgym.core import ToolEnv
 from agentgym.envs.cliff.env import CliffWalkEnv, CliffWalkOracle
 from agentgym.envs.sandbox import layer_status
 from agentgym.envs.weather.dataset import is_suitable
+from agentgym.episode import EpisodeRecord
 from agentgym.trainers import PPO
 
 FAULTY = "agentgym-test/FaultyCliffWalk-v0"

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from agentgym.app.reports import EpisodeRecord, load_episodes, to_json
+from agentgym.app.reports import load_episodes, to_json
+from agentgym.episode import EpisodeRecord
 from agentgym.trainers import PPO, QLearning
 from agentgym.trainers.checkpoint import STATE_FILE, load_trainer_state
 

@@ -39,7 +39,6 @@ from agentgym.core import valid_utf8
 from agentgym.episode import EpisodeRecord
 
 __all__ = [
-    "EpisodeRecord",
     "PassAtK",
     "Provenance",
     "RunConfig",
