@@ -40,7 +40,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from agentgym.core import Turn, parts_of, past_turn, recent_turns, task_info
-from agentgym.episode import EpisodeRecord, components_of, summary_of
+from agentgym.episode import EpisodeRecord
 from agentgym.registration import eval_kwargs, eval_resets
 from agentgym.tools import ToolCall
 from agentgym.trainers.decoding import PrefixCache
@@ -268,15 +268,7 @@ class _Run:
         start = time.perf_counter()
         obs, reward, terminated, truncated, info = self.env.step(text)
         ep.env_seconds += time.perf_counter() - start
-        ep.actions.append(text)
-        ep.observations.append(obs)
-        ep.summaries.append(summary_of(info))
-        ep.rewards.append(float(reward))
-        ep.reward_components.append(components_of(info))
-        ep.canonical.append(bool(info.get("canonical", False)))
-        ep.valid.append(info.get("parse_error") is None and bool(info.get("tool_calls", True)))
-        ep.success = bool(info.get("success", False))
-        ep.attempt = int(info.get("attempt", ep.attempt))
+        ep.step(text, obs, reward, info)
         ep.clipped += not stopped
         self.observation, self.parts = obs, parts_of(self.env)
         self.summary = self.parts.summary if self.parts else info.get("summary", obs)
