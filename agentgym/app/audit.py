@@ -47,9 +47,6 @@ from agentgym.episode import EpisodeRecord
 
 __all__ = ["AuditReport", "audit_run", "format_audit", "read_logged_episodes"]
 
-COMPUTED = {"total_reward", "turns"}
-"""The record's derived fields (not read back)."""
-
 
 def read_logged_episodes(path: str | Path) -> list[EpisodeRecord]:
     """The episodes of a training run's ``episodes.jsonl`` as :class:`~agentgym.episode.EpisodeRecord` (lines
@@ -67,8 +64,7 @@ def read_logged_episodes(path: str | Path) -> list[EpisodeRecord]:
             if not raw.strip():
                 continue
             try:
-                data = json.loads(raw.rstrip(b"\r\n").decode("utf-8"))
-                episode = EpisodeRecord.from_line(data)
+                episode = EpisodeRecord.from_line(_valid_text(json.loads(raw.rstrip(b"\r\n").decode("utf-8"))))
                 if episode.training_step is None or episode.training_reward is None:
                     raise ValueError("training_step, training_reward: Field required (not a training run's episode)")
             except ValueError as exc:  # UnicodeDecodeError, JSONDecodeError, pydantic's ValidationError
@@ -76,7 +72,7 @@ def read_logged_episodes(path: str | Path) -> list[EpisodeRecord]:
                     break
                 reason = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else error_line(exc)
                 raise ValueError(f"{path}:{n}: not a logged episode ({reason})") from None
-            episodes.append(EpisodeRecord.model_validate(_valid_text(episode.model_dump(exclude=COMPUTED))))
+            episodes.append(episode)
     return episodes
 
 
