@@ -144,7 +144,7 @@ class Episode(EpisodeRecord):
     def record(self, **fields: Any) -> EpisodeRecord:
         """The episode as an :class:`~agentgym.episode.EpisodeRecord` (``completion_tokens``: the tokens the policy
         wrote), with ``fields`` set (a training log's ``training_step``, ``training_reward``, ``rm_reward``)."""
-        data = self.model_dump(exclude={"total_reward", "turns"})
+        data = self.model_dump(exclude=set(self.model_computed_fields))  # derived again by the record
         return EpisodeRecord.model_validate({**data, "completion_tokens": self.response_tokens, **fields})
 
 
