@@ -548,6 +548,28 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_probe(args: argparse.Namespace) -> int:
+    from agentgym.trainers.llm import LLMPolicy
+    from agentgym.trainers.plotting import plot_probe
+    from agentgym.trainers.probe import probe
+    from agentgym.trainers.rollout import RolloutConfig
+
+    env_id = args.env or "agentgym/WeatherRun-v0"
+    _check_env_kwargs(env_id, args.env_kwargs)
+    if args.sampling is None and args.model == "tiny":  # the contexts the tiny recipe trains in
+        from agentgym.app.recipes import TINY
+
+        args.sampling = TINY["grpo"]["rollout"]
+    config = RolloutConfig(**(args.sampling or {}))
+    policy = LLMPolicy.from_pretrained(args.model)
+    report = probe(policy, env_id, config, env_kwargs=args.env_kwargs, episodes=args.episodes, seed=args.seed,
+                   l2=args.l2)
+    print(report.model_dump_json(indent=2) if args.json else report.table())
+    if args.plot:
+        print(f"wrote {plot_probe(report, args.plot)}", file=sys.stderr)
+    return 0
+
+
 def _cmd_audit(args: argparse.Namespace) -> int:
     from agentgym.app.audit import audit_run, format_audit
 
@@ -797,6 +819,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--min-margin", type=float, default=0.0, help="a pair's rewards must differ by more than this")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(fn=_cmd_data)
+
+    p = sub.add_parser(
+        "probe", help="linear probes per layer: does a model hold an env's decision, and does its policy read it out?"
+    )
+    p.add_argument("--env", help="an env whose tools have a boolean or enum argument (default WeatherRun-v0)")
+    p.add_argument("--model", default="tiny", help="tiny, smollm2, a from_pretrained directory or a hub id")
+    p.add_argument("--env-kwargs", type=_json_object, default={}, help="JSON object passed to gym.make")
+    p.add_argument(
+        "--sampling", type=_json_object, default=None,
+        help="RolloutConfig fields (JSON) for the contexts; default: the tiny recipe's with --model tiny, else the "
+        "rollout defaults",
+    )
+    p.add_argument("--episodes", type=int, help="oracle episodes for the train contexts (default: every train task)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--l2", type=float, default=1e-2, help="the probes' L2 penalty (standardised features)")
+    p.add_argument("--plot", help="write the per-layer bar chart here (PNG)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(fn=_cmd_probe)
 
     p = sub.add_parser(
         "audit", help="reward-hacking audit: the top-reward training episodes that fail the rules or look odd"

@@ -42,13 +42,25 @@ class EvalConfig(EnvConfig):
         "but evaluate on the frozen snapshot.",
     )
     eval_episodes: int | None = Field(None, ge=1, description="Evaluation episodes (None: every test task once).")
+    eval_probe: bool = Field(
+        False,
+        description="At each evaluation also fit a linear probe per layer for the env's decision "
+        "(agentgym.trainers.probe): eval_probe_best, eval_probe_policy (the policy's greedy decision accuracy on the "
+        "same held-out contexts) and eval_probe_gap, so a curve shows whether training closes the gap.",
+    )
 
 
 class OptimizerConfig(_Config):
-    """AdamW with a linear learning-rate warm-up and gradient clipping (:mod:`agentgym.trainers.optim`)."""
+    """AdamW with a linear learning-rate warm-up, a constant or cosine schedule, and gradient clipping
+    (:mod:`agentgym.trainers.optim`)."""
 
     learning_rate: float = Field(1e-6, gt=0, description="AdamW learning rate (1e-6–5e-6 for real models).")
     warmup_steps: int = Field(0, ge=0, description="Linear learning-rate warm-up.")
+    lr_schedule: Literal["constant", "cosine"] = Field(
+        "constant",
+        description="After the warm-up: constant, or a half cosine down to 0 at the run's last step (steadies a "
+        "decision once it is learnt; benchmarks/readout.py).",
+    )
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping by global norm.")
 
 

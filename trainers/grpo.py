@@ -62,6 +62,7 @@ from agentgym.trainers.advantages import (
     turn_advantages,
 )
 from agentgym.trainers.online_trainer import OnlineConfig, OnlineTrainer
+from agentgym.trainers.probe import decision_key, hindsight_decisions
 from agentgym.trainers.rollout import Episode, Sample, episode_metrics, random_resets, rollout
 
 __all__ = ["GRPO", "GRPOConfig"]
@@ -104,6 +105,14 @@ class GRPOConfig(OnlineConfig):
         le=1,
         description="turn scheme: GAE lambda over turns with the group baseline as the value (1: returns-to-go "
         "minus the baseline; without a baseline, the returns-to-go discounted by gamma * lam).",
+    )
+    decision_coef: float = Field(
+        0.0,
+        ge=0,
+        description="Weight of a cross-entropy on each answered episode's decision value (a boolean or enum tool "
+        "argument, e.g. answer(suitable)) toward the value its outcome proves right: a success's own value, a failed "
+        "boolean decision's other one (hindsight labels, agentgym.trainers.probe.hindsight_decisions). A dense signal "
+        "for the decision token, beside the surrogate; 0: plain GRPO.",
     )
     group_baseline: bool = Field(
         True,
@@ -242,6 +251,25 @@ class GRPO(OnlineTrainer):
         std = math.sqrt(max(total_sq / n - mean**2, 0.0) * n / (n - 1)) if n > 1 else 0.0
         return [((a - mean) / (std + 1e-4)).tolist() for a in per_turn], groups
 
+    def _decision_batch(self, episodes: list[Episode]) -> tuple[dict[str, torch.Tensor], int] | None:
+        """The batch of hindsight-labelled decisions (``decision_coef``): each context followed by the right value,
+        the loss on the value's tokens; None when no episode of this step answered."""
+        if not hasattr(self, "_decision_key"):
+            _, info = self.envs[0].reset(seed=0)
+            self._decision_key = decision_key(info.get("tools") or [])
+            if self._decision_key is None:
+                raise ValueError(f"decision_coef needs a boolean or enum tool argument; {self.config.env_id} has none")
+        found = hindsight_decisions(self.policy, episodes, self._decision_key)
+        if not len(found):
+            return None
+        samples = []
+        for context, continuations, label in zip(found.contexts, found.continuations, found.labels, strict=True):
+            sample = Sample()
+            sample.extend(context, policy=False)
+            sample.extend(continuations[label], policy=True)
+            samples.append(sample)
+        return self.batch(samples), len(samples)
+
     def _update(
         self, episodes: list[Episode], advantages: list[list[float]] | torch.Tensor, tied: torch.Tensor
     ) -> dict[str, float]:
@@ -283,8 +311,9 @@ class GRPO(OnlineTrainer):
                 if self.reference is not None:
                     batch["ref_logp"] = self.reference_logp(batch)
             batches.append(batch)
+        decisions, labels = (self._decision_batch(episodes) if cfg.decision_coef > 0 else None) or (None, 0)
         scale = self.world_size  # DDP averages gradients over ranks; the losses below are already global means
-        sums = {"loss": 0.0, "kl": 0.0, "clipped": 0.0, "entropy": 0.0}
+        sums = {"loss": 0.0, "kl": 0.0, "clipped": 0.0, "entropy": 0.0, "decision_loss": 0.0}
         self.scorer.train()
         for iteration in range(cfg.num_iterations):
             self.optimizer.zero_grad(set_to_none=True)
@@ -308,6 +337,12 @@ class GRPO(OnlineTrainer):
                         loss = (per_token * weighted).sum() / n_tokens
                     else:
                         loss = (per_token * weighted).sum() / (n_samples * cfg.rollout.max_new_tokens)
+                    if decisions is not None and i == len(batches) - 1:
+                        decision_mask = decisions["loss_mask"].to(logp.dtype)
+                        decision_logp = self.train_pass(decisions).logp
+                        decision_loss = -(decision_logp * decision_mask).sum() / decision_mask.sum()
+                        loss = loss + cfg.decision_coef * decision_loss
+                        sums["decision_loss"] += decision_loss.item() if iteration == 0 else 0.0
                     (loss * scale).backward()
                 sums["loss"] += loss.item()
                 with torch.no_grad():
@@ -318,7 +353,9 @@ class GRPO(OnlineTrainer):
             grad_norm = self.optimizer_step()
         self.scheduler.step()
         loss, kl, clipped, ent = self.group.sum(sums["loss"], sums["kl"], sums["clipped"], sums["entropy"])
+        extra = {"decision_loss": sums["decision_loss"], "decision_labels": labels} if decisions else {}
         return {
+            **extra,
             "loss": loss / cfg.num_iterations / self.world_size,
             "kl": kl / n_tokens,
             "clipfrac": clipped / (n_tokens * cfg.num_iterations),

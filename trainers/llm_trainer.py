@@ -37,6 +37,7 @@ from pydantic import BaseModel, ValidationError
 from agentgym.trainers.checkpoint import load_trainer_state, save_checkpoint
 from agentgym.trainers.metrics import MetricsWriter
 from agentgym.trainers.optim import adamw_with_warmup
+from agentgym.trainers.probe import probe, split_decisions
 from agentgym.trainers.rollout import evaluate_split
 from agentgym.trainers.run_dir import RunDir
 
@@ -193,6 +194,8 @@ class LLMTrainer:
             cfg.warmup_steps,
             betas=getattr(cfg, "adam_betas", (0.9, 0.999)),
             weight_decay=getattr(cfg, "weight_decay", 0.0),
+            schedule=cfg.lr_schedule,
+            horizon=lambda: self.total_steps,
         )
 
     def set_total(self, total: int) -> None:
@@ -285,8 +288,17 @@ class LLMTrainer:
         return self.run.metrics(step_key="step", resume_after=self.step if self.step else None)
 
     def evaluate(self, *, split: str | None = None, episodes: int | None = None) -> dict[str, float]:
-        """Greedy evaluation on the frozen ``eval_split`` (every task once unless ``episodes``)."""
-        return evaluate_split(self.policy, self.config, split=split, episodes=episodes)
+        """Greedy evaluation on the frozen ``eval_split`` (every task once unless ``episodes``), with the decision
+        probe's ``probe_*`` figures when ``eval_probe`` is set."""
+        result = evaluate_split(self.policy, self.config, split=split, episodes=episodes)
+        if getattr(self.config, "eval_probe", False):
+            cfg = self.config
+            kwargs = cfg.env_kwargs if cfg.eval_env_kwargs is None else cfg.eval_env_kwargs
+            if not hasattr(self, "_probe_decisions"):  # the contexts depend on the tokenizer and template only
+                self._probe_decisions = split_decisions(self.policy, cfg.env_id, cfg.rollout, env_kwargs=kwargs)
+            report = probe(self.policy, cfg.env_id, cfg.rollout, decisions=self._probe_decisions)
+            result |= {"probe_best": report.best, "probe_policy": report.policy, "probe_gap": report.gap}
+        return result
 
     def save(self, path: str | Path) -> None:
         """Save the policy (Hugging Face format) and any extra state, e.g. a value head."""

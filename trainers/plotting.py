@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["moving_average", "plot_grid_paths", "plot_learning_curves"]
+__all__ = ["moving_average", "plot_grid_paths", "plot_learning_curves", "plot_probe"]
 
 
 def _pyplot() -> Any:
@@ -121,4 +121,22 @@ def plot_grid_paths(
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=max(len(paths), 1), frameon=False)
     if title:
         ax.set_title(title)
+    return _save(fig, path)
+
+
+def plot_probe(report: Any, path: str | Path) -> Path:
+    """Held-out accuracy of each layer's linear probe (:class:`~agentgym.trainers.probe.ProbeReport`) as bars,
+    with the policy's own greedy accuracy and the majority answer as lines: the gap is what training has yet to read
+    out."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    layers = np.arange(len(report.layers))
+    bars = ax.bar(layers, [100 * a for a in report.layers], color="#4c72b0", label="linear probe (held out)")
+    bars[report.best_layer].set_color("#dd8452")
+    ax.axhline(100 * report.policy, color="#c44e52", lw=2, label=f"policy, greedy ({report.policy:.0%})")
+    ax.axhline(100 * report.majority, color="gray", ls="--", lw=1, label=f"majority ({report.majority:.0%})")
+    ax.set_xticks(layers, ["emb"] + [str(i) for i in layers[1:]])
+    ax.set(xlabel="layer", ylabel="held-out accuracy (%)", ylim=(0, 100),
+           title=f"{report.env_id}: {report.decision}")
+    ax.legend(loc="lower right", fontsize=8)
     return _save(fig, path)
