@@ -125,6 +125,26 @@ def safe_text(text: str) -> str:
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", valid_utf8(text))
 
 
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _fresh(value: Any) -> Any:
+    """A copy of ``value`` that shares nothing a caller can mutate: dicts and lists are rebuilt, immutable scalars
+    kept as they are, anything else deep-copied (the same result as ``copy.deepcopy`` at a fraction of its cost on
+    the JSON values calls and schemas hold)."""
+    kind = type(value)
+    if kind is dict:
+        return {k: _fresh(v) for k, v in value.items()}
+    if kind is list:
+        return [_fresh(v) for v in value]
+    return value if kind in _SCALARS else copy.deepcopy(value)
+
+
+def _call_dict(call: ToolCall) -> dict[str, Any]:
+    """``call.to_dict()`` sharing nothing mutable with ``call`` (the parse memo keeps ``call`` for later steps)."""
+    return {"name": call.name, "arguments": {k: _fresh(v) for k, v in call.arguments.items()}}
+
+
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 30] + f" …[{len(text) - limit + 30} chars cut]"
 
@@ -194,6 +214,8 @@ class ObservationParts:
     def with_history(self, turns: Sequence[Turn], n: int, max_chars: int | None = None) -> ObservationParts:
         """These parts showing the last ``n`` of ``turns`` that fit, beside the rest of the text, in ``max_chars``
         characters (:func:`recent_turns`; the oldest turns are dropped first)."""
+        if n <= 0 or not turns:  # no history asked for (or none yet): nothing to fit
+            return replace(self, turns=()) if self.turns else self
         budget = None if max_chars is None else max_chars - len(replace(self, turns=()).render())
         return replace(self, turns=recent_turns(turns, n, budget))
 
@@ -443,7 +465,7 @@ class ToolEnv(gym.Env[str, str]):
         summary = safe_text(self.summary())
         self._parts = ObservationParts(safe_text(self.task_prompt()), summary, tools=safe_text(self.tools_prompt()))
         info = {
-            "tools": copy.deepcopy([t.schema for t in self.tools.values()]),  # the tools' own schemas stay intact
+            "tools": [_fresh(t.schema) for t in self.tools.values()],  # the tools' own schemas stay intact
             "summary": summary,
             "success": self.success,
         }
@@ -501,8 +523,8 @@ class ToolEnv(gym.Env[str, str]):
         observation = self._observe(action, safe_text(output), summary)
         calls = interp.parse.calls  # memoised across steps: each info gets its own copy of the arguments
         info = {
-            "tool_call": copy.deepcopy(calls[0].to_dict()) if calls else None,
-            "tool_calls": [copy.deepcopy(c.to_dict()) for c in calls],
+            "tool_call": _call_dict(calls[0]) if calls else None,
+            "tool_calls": [_call_dict(c) for c in calls],
             "parse_error": None if interp.error is None else safe_text(interp.error),
             "format": interp.parse.format,
             "canonical": interp.parse.canonical,
