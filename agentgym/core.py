@@ -122,6 +122,8 @@ def valid_utf8(text: str) -> str:
 
 def safe_text(text: str) -> str:
     """``text`` as valid UTF-8 with control characters (other than newline and tab) escaped as ``\\xNN``."""
+    if text.isprintable():  # no control character and no lone surrogate (neither is printable): nothing to do
+        return text
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", valid_utf8(text))
 
 
@@ -142,7 +144,7 @@ def _fresh(value: Any) -> Any:
 
 def _call_dict(call: ToolCall) -> dict[str, Any]:
     """``call.to_dict()`` sharing nothing mutable with ``call`` (the parse memo keeps ``call`` for later steps)."""
-    return {"name": call.name, "arguments": {k: _fresh(v) for k, v in call.arguments.items()}}
+    return {"name": call.name, "arguments": {k: v if type(v) in _SCALARS else _fresh(v) for k, v in call.arguments.items()}}
 
 
 def _clip(text: str, limit: int) -> str:
