@@ -357,6 +357,7 @@ class ToolEnv(gym.Env[str, str]):
         """Sum of rewards in this episode so far."""
         self._done = False
         self._step_deadline: float | None = None  # when this action's time budget ends (during a step)
+        self._task_text: tuple[str | None, str] = (None, "")  # the latest task prompt and its safe text
         tool_list = list(self.tools.values())
         self._tools_text = "\n".join(f"- {t.signature}: {t.description}" for t in tool_list)
         self._format_text = format_instructions(tool_list)
@@ -594,8 +595,11 @@ class ToolEnv(gym.Env[str, str]):
         return ToolResult(result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str))
 
     def _observe(self, action: Any, output: str, summary: str) -> str:
-        parts = ObservationParts(safe_text(self.task_prompt()), summary, result=output)
-        self._parts = parts.with_history(self._turns, self.history, self.max_observation_length)
+        prompt = self.task_prompt()
+        if prompt is not self._task_text[0]:  # sanitised once per prompt string, not once per step
+            self._task_text = (prompt, safe_text(prompt))
+        parts = ObservationParts(self._task_text[1], summary, result=output)
+        self._parts = parts.with_history(self._turns, self.history, self.max_observation_length) if self.history else parts
         if self.history:
             self._turns.append(past_turn(action, output))
         return self._parts.render(self.max_observation_length)
