@@ -122,7 +122,29 @@ def valid_utf8(text: str) -> str:
 
 def safe_text(text: str) -> str:
     """``text`` as valid UTF-8 with control characters (other than newline and tab) escaped as ``\\xNN``."""
+    if text.isprintable():  # no control character and no lone surrogate (neither is printable): nothing to do
+        return text
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", valid_utf8(text))
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _fresh(value: Any) -> Any:
+    """A copy of ``value`` that shares nothing a caller can mutate: dicts and lists are rebuilt, immutable scalars
+    kept as they are, anything else deep-copied (the same result as ``copy.deepcopy`` at a fraction of its cost on
+    the JSON values calls and schemas hold)."""
+    kind = type(value)
+    if kind is dict:
+        return {k: _fresh(v) for k, v in value.items()}
+    if kind is list:
+        return [_fresh(v) for v in value]
+    return value if kind in _SCALARS else copy.deepcopy(value)
+
+
+def _call_dict(call: ToolCall) -> dict[str, Any]:
+    """``call.to_dict()`` sharing nothing mutable with ``call`` (the parse memo keeps ``call`` for later steps)."""
+    return {"name": call.name, "arguments": {k: v if type(v) in _SCALARS else _fresh(v) for k, v in call.arguments.items()}}
 
 
 def _clip(text: str, limit: int) -> str:
@@ -194,6 +216,8 @@ class ObservationParts:
     def with_history(self, turns: Sequence[Turn], n: int, max_chars: int | None = None) -> ObservationParts:
         """These parts showing the last ``n`` of ``turns`` that fit, beside the rest of the text, in ``max_chars``
         characters (:func:`recent_turns`; the oldest turns are dropped first)."""
+        if n <= 0 or not turns:  # no history asked for (or none yet): nothing to fit
+            return replace(self, turns=()) if self.turns else self
         budget = None if max_chars is None else max_chars - len(replace(self, turns=()).render())
         return replace(self, turns=recent_turns(turns, n, budget))
 
@@ -333,6 +357,7 @@ class ToolEnv(gym.Env[str, str]):
         """Sum of rewards in this episode so far."""
         self._done = False
         self._step_deadline: float | None = None  # when this action's time budget ends (during a step)
+        self._task_text: tuple[str | None, str] = (None, "")  # the latest task prompt and its safe text
         tool_list = list(self.tools.values())
         self._tools_text = "\n".join(f"- {t.signature}: {t.description}" for t in tool_list)
         self._format_text = format_instructions(tool_list)
@@ -443,7 +468,7 @@ class ToolEnv(gym.Env[str, str]):
         summary = safe_text(self.summary())
         self._parts = ObservationParts(safe_text(self.task_prompt()), summary, tools=safe_text(self.tools_prompt()))
         info = {
-            "tools": copy.deepcopy([t.schema for t in self.tools.values()]),  # the tools' own schemas stay intact
+            "tools": [_fresh(t.schema) for t in self.tools.values()],  # the tools' own schemas stay intact
             "summary": summary,
             "success": self.success,
         }
@@ -501,8 +526,8 @@ class ToolEnv(gym.Env[str, str]):
         observation = self._observe(action, safe_text(output), summary)
         calls = interp.parse.calls  # memoised across steps: each info gets its own copy of the arguments
         info = {
-            "tool_call": copy.deepcopy(calls[0].to_dict()) if calls else None,
-            "tool_calls": [copy.deepcopy(c.to_dict()) for c in calls],
+            "tool_call": _call_dict(calls[0]) if calls else None,
+            "tool_calls": [_call_dict(c) for c in calls],
             "parse_error": None if interp.error is None else safe_text(interp.error),
             "format": interp.parse.format,
             "canonical": interp.parse.canonical,
@@ -570,8 +595,11 @@ class ToolEnv(gym.Env[str, str]):
         return ToolResult(result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str))
 
     def _observe(self, action: Any, output: str, summary: str) -> str:
-        parts = ObservationParts(safe_text(self.task_prompt()), summary, result=output)
-        self._parts = parts.with_history(self._turns, self.history, self.max_observation_length)
+        prompt = self.task_prompt()
+        if prompt is not self._task_text[0]:  # sanitised once per prompt string, not once per step
+            self._task_text = (prompt, safe_text(prompt))
+        parts = ObservationParts(self._task_text[1], summary, result=output)
+        self._parts = parts.with_history(self._turns, self.history, self.max_observation_length) if self.history else parts
         if self.history:
             self._turns.append(past_turn(action, output))
         return self._parts.render(self.max_observation_length)
