@@ -344,7 +344,7 @@ def _summary_table(s: Any) -> str:
         f"success     {s.success_rate:.1%}  [{lo:.1%}, {hi:.1%}] 95% CI",
         f"return      {s.mean_return:.3f} ± {s.std_return:.3f}  [{rlo:.3f}, {rhi:.3f}] 95% CI",
         f"tool calls  validity {s.tool_call_validity:.1%} · format {s.format_compliance:.1%} · "
-        f"{s.mean_turns:.2f} turns · truncated {s.truncation_rate:.1%}",
+        f"{s.mean_turns:.2f} turns · truncated {s.truncation_rate:.1%}{_truncations(s)}",
         f"tokens      {s.prompt_tokens} prompt + {s.completion_tokens} completion",
         f"failures    {_failures(s)}",
     ]
@@ -362,6 +362,11 @@ def _summary_table(s: Any) -> str:
 def _rate(stats: Any) -> str:
     lo, hi = stats.success_ci95
     return f"{stats.success_rate:.0%} [{lo:.0%}, {hi:.0%}]"
+
+
+def _truncations(s: Any) -> str:
+    reasons = getattr(s, "truncation_reasons", None) or {}
+    return f" ({', '.join(f'{reason} {n}' for reason, n in reasons.items())})" if reasons else ""
 
 
 def _failures(s: Any) -> str:
