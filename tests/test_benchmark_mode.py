@@ -213,3 +213,20 @@ def test_the_cli_refuses_what_would_open_a_benchmark(capsys, monkeypatch):
     ]:
         assert main(["serve", "env", "--env", ENV, "--port", "0", *argv]) != 0
         assert why in capsys.readouterr().err
+
+
+def test_open_mode_is_unchanged_and_has_no_run(tasks):
+    """Training's open mode: the client still chooses the task (and may replay it); there is no run to download."""
+    with (
+        EnvServer(ENV, {"split": "test"}, port=0, token=TOKEN) as server,
+        httpx.Client(base_url=server.url, headers=CLIENT) as client,
+    ):
+        session = _session(client)
+        first = [
+            client.post(f"/v1/sessions/{session}/reset", json={"options": {"task_index": 3}}).json()["observation"]
+            for _ in range(2)
+        ]
+        assert first[0] == first[1] and _question(first[0], tasks) == list(tasks)[3]
+        reply = client.get("/v1/run")
+        assert reply.status_code == 404 and "runs no benchmark" in reply.json()["error"]["message"]
+        assert httpx.get(server.url + "/v1/run").status_code == 401  # and the token still guards it

@@ -560,18 +560,21 @@ def _json(status: int, body: dict[str, Any]) -> Response:
 class RequestGuard:
     """ASGI middleware: the bearer token (HTTP and WebSocket handshakes), then the body's size and deadline.
 
+    On a benchmark server (``run``), ``/v1/run`` opens with ``operator_token`` only: the clients' token gets 403.
     The body is read here, whole, before the app sees it: past ``max_body_bytes`` it is refused with 413 (at
     once when Content-Length says so), and a body slower than ``request_timeout_s`` with 408.
     """
 
-    def __init__(self, app: Any, token: str | None, limits: ServerLimits, operator_token: str | None = None) -> None:
-        self.app, self.token, self.limits, self.operator_token = app, token, limits, operator_token
+    def __init__(
+        self, app: Any, token: str | None, limits: ServerLimits, operator_token: str | None = None, run: bool = False
+    ) -> None:
+        self.app, self.token, self.limits, self.operator_token, self.run = app, token, limits, operator_token, run
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         if scope["type"] not in ("http", "websocket"):
             return await self.app(scope, receive, send)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        if scope["path"] == RUN or scope["path"].startswith(RUN + "/"):
+        if self.run and (scope["path"] == RUN or scope["path"].startswith(RUN + "/")):
             # the run's results are the operator's: the clients' token (the agent under test holds it) opens nothing
             if self.operator_token is None or not token_matches(headers.get("authorization"), self.operator_token):
                 return await _refuse(scope, send, 403, _RUN_IS_THE_OPERATORS)
@@ -742,7 +745,7 @@ def build_app(sessions: Sessions, token: str | None = None, operator_token: str 
         except Problem as problem:
             return _error(problem.status, problem.message)
 
-    return RequestGuard(app, token, limits, operator_token)
+    return RequestGuard(app, token, limits, operator_token, run=sessions.run is not None)
 
 
 # ---------------------------------------------------------------------------------------------- the server
