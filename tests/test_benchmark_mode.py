@@ -201,6 +201,8 @@ def test_no_reply_carries_an_answer_or_the_oracle(tasks):
             assert not {"task_index", "seed", "gold_sql", "oracle", "action"} & _keys(json.loads(text)), text[:300]
     with pytest.raises(ValueError, match="operator"):  # the oracle cannot be turned on in a benchmark
         EnvServer(ENV, port=0, benchmark=True, operator=True)
+    with pytest.raises(ValueError, match="deals each task once"):  # seeded episodes may draw a task twice
+        EnvServer(ENV, port=0, benchmark=True, episodes=5)
 
 
 def test_the_cli_refuses_what_would_open_a_benchmark(capsys, monkeypatch):

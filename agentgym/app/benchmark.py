@@ -55,7 +55,8 @@ class BenchmarkRun:
 
     Thread-safe. ``agent`` and ``agent_settings`` go into ``run.json`` (who played: ``"mcp"``, ``"env-server"``).
     ``out_dir`` gets the run directory (refused if it already holds episodes); without it the run is kept in memory
-    only (:meth:`files` still renders it). See the module docstring for ``order``.
+    only (:meth:`files` still renders it). See the module docstring for ``order``. ``each_task_once`` refuses
+    ``episodes`` on an env with a task list (seeded episodes may draw a task twice).
     """
 
     def __init__(
@@ -70,6 +71,7 @@ class BenchmarkRun:
         agent: str = "env-server",
         agent_settings: dict[str, Any] | None = None,
         order: Literal["index", "secret"] = "secret",
+        each_task_once: bool = False,
     ) -> None:
         eval_resets(None, episodes)  # checks episodes
         if order not in ("index", "secret"):
@@ -77,6 +79,10 @@ class BenchmarkRun:
         self.env_kwargs = eval_kwargs(env_id, split, env_kwargs)
         self.env = gym.make(env_id, disable_env_checker=True, **self.env_kwargs)  # for the summary's task facts
         num_tasks = task_info(self.env).num_tasks
+        if each_task_once and episodes is not None and num_tasks:
+            self.env.close()
+            raise ValueError(f"{env_id} has a task list ({num_tasks} tasks): a benchmark run deals each task once, "
+                             "so it plays them all; --episodes is for envs whose tasks seeds draw")  # fmt: skip
         self.resets = eval_resets(num_tasks, episodes, seed)
         n = len(self.resets)
         self.config = RunConfig(

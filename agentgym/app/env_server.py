@@ -927,8 +927,17 @@ class EnvServer(BoundedUvicorn):
                                  "hand out answers); drop --operator")  # fmt: skip
             if operator_token is not None and operator_token == token:
                 raise ValueError("the operator's token must not be the clients' token (it opens the run's results)")
-            self.run = BenchmarkRun(self.env_id, split=split, env_kwargs=env_kwargs, episodes=episodes, seed=seed,
-                                    out_dir=out_dir, agent="env-server", order="secret")  # fmt: skip
+            self.run = BenchmarkRun(
+                self.env_id,
+                split=split,
+                env_kwargs=env_kwargs,
+                episodes=episodes,
+                seed=seed,
+                out_dir=out_dir,
+                agent="env-server",
+                order="secret",
+                each_task_once=True,
+            )
             env_kwargs = self.run.env_kwargs
         elif any(v is not None for v in (episodes, out_dir, operator_token)):
             raise ValueError("episodes, out_dir and operator_token are for a benchmark server (benchmark=True)")
