@@ -344,7 +344,7 @@ def _summary_table(s: Any) -> str:
         f"success     {s.success_rate:.1%}  [{lo:.1%}, {hi:.1%}] 95% CI",
         f"return      {s.mean_return:.3f} ± {s.std_return:.3f}  [{rlo:.3f}, {rhi:.3f}] 95% CI",
         f"tool calls  validity {s.tool_call_validity:.1%} · format {s.format_compliance:.1%} · "
-        f"{s.mean_turns:.2f} turns · truncated {s.truncation_rate:.1%}",
+        f"{s.mean_turns:.2f} turns · truncated {s.truncation_rate:.1%}{_truncations(s)}",
         f"tokens      {s.prompt_tokens} prompt + {s.completion_tokens} completion",
         f"failures    {_failures(s)}",
     ]
@@ -362,6 +362,11 @@ def _summary_table(s: Any) -> str:
 def _rate(stats: Any) -> str:
     lo, hi = stats.success_ci95
     return f"{stats.success_rate:.0%} [{lo:.0%}, {hi:.0%}]"
+
+
+def _truncations(s: Any) -> str:
+    reasons = getattr(s, "truncation_reasons", None) or {}
+    return f" ({', '.join(f'{reason} {n}' for reason, n in reasons.items())})" if reasons else ""
 
 
 def _failures(s: Any) -> str:
@@ -444,12 +449,31 @@ def _cmd_serve_env(args: argparse.Namespace) -> int:
             raise ValueError(f"--token-env {args.token_env}: that environment variable is not set or is empty")
     _check_env_kwargs(args.env, args.env_kwargs)
     limits = ServerLimits(max_sessions=args.max_sessions, idle_timeout_s=args.idle_timeout)
+    operator_token = None
+    if args.operator_token_env:
+        if not args.benchmark:
+            raise ValueError("--operator-token-env opens a benchmark run's results: it needs --benchmark")
+        operator_token = os.environ.get(args.operator_token_env)
+        if not operator_token:
+            raise ValueError(f"--operator-token-env {args.operator_token_env}: that environment variable is not set "
+                             "or is empty")  # fmt: skip
+    bench: dict[str, Any] = {}
+    if args.benchmark:
+        bench = dict(benchmark=True, split=args.split or "test", episodes=args.episodes, seed=args.seed,
+                     out_dir=args.out, operator_token=operator_token)  # fmt: skip
+    elif args.episodes is not None or args.out:
+        raise ValueError("serve env: --episodes and --out are for a benchmark server (--benchmark)")
     server = EnvServer(
-        args.env, args.env_kwargs, host=args.host, port=args.port, token=token, limits=limits, operator=args.operator
-    )
+        args.env, args.env_kwargs, host=args.host, port=args.port, token=token, limits=limits, operator=args.operator,
+        **bench,
+    )  # fmt: skip
     guard = "bearer token required" if token else "no token"
     if args.operator:
         guard += "; --operator: the oracle and the discrete view are on, never let an agent under test reach it"
+    if server.run is not None:
+        where = f"; written to {server.run.out_dir}" if server.run.out_dir else ""
+        getter = "operator downloads GET /v1/run" if operator_token else "no download (no --operator-token-env)"
+        guard += f"; benchmark: {server.run.episodes} tasks dealt once each in a secret order{where}; {getter}"
     print(f"serving {server.env_id} at {server.url} (POST /v1/sessions, WS /v1/sessions/ID/ws; {guard}; "
           f"max {limits.max_sessions} sessions; Ctrl-C stops)", flush=True)  # fmt: skip
     _stop_on_sigterm()
@@ -760,13 +784,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-new-tokens", type=int, default=256, help="model: response length when a request sets none")
     p.add_argument("--scripted", choices=["oracle"], help="model: answer with the --env's oracle instead of a model")
     p.add_argument("--env", help="model --scripted: the env whose oracle answers")
-    p.add_argument("--split", help="model --scripted: the env's split (the oracle knows its tasks)")
+    p.add_argument(
+        "--split",
+        help="model --scripted: the env's split (the oracle knows its tasks); mcp, env --benchmark: the split "
+        "played (default test)",
+    )
     p.add_argument("--env-kwargs", type=_json_object, default={}, help="model --scripted: JSON for gym.make")
     p.add_argument("--latency-ms", type=float, default=0.0, help="model: answer each request after this long")
     p.add_argument("--transport", choices=["stdio", "http"], default="stdio", help="mcp: stdio, or streamable HTTP")
-    p.add_argument("--episodes", type=int, help="mcp: play N seeded episodes (default: every task of the split)")
-    p.add_argument("--seed", type=int, default=0, help="mcp: episode i is reset with seed + i, as in agentgym eval")
-    p.add_argument("--out", help="mcp: eval run directory (run.json, episodes.jsonl, summary.json)")
+    p.add_argument(
+        "--episodes", type=int, help="mcp, env --benchmark: play N seeded episodes (default: every task of the split)"
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="mcp, env --benchmark: episode i is reset with seed + i, as in agentgym eval",
+    )
+    p.add_argument("--out", help="mcp, env --benchmark: eval run directory (run.json, episodes.jsonl, summary.json)")
     p.add_argument("--token-env", metavar="VAR", help="HTTP: require Authorization: Bearer $VAR on every request")
     p.add_argument("--max-sessions", type=int, default=64, help="env: sessions open at once (429 past it)")
     p.add_argument(
@@ -778,6 +813,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="env: also serve the oracle and the discrete view, which hand out answers (the oracle's actions; menus "
         "of candidate solutions and gold queries): for your own baselines and tabular learners, never to an agent "
         "under test",
+    )
+    p.add_argument(
+        "--benchmark",
+        action="store_true",
+        help="env: a benchmark run (what a leaderboard must use): the server deals every task of --split (default "
+        "test) once, in a secret order, refuses client seeds and options, and records the run (--out, --episodes, "
+        "--seed as in eval)",
+    )
+    p.add_argument(
+        "--operator-token-env",
+        metavar="VAR",
+        help="env --benchmark: the operator's token (not the clients'), which alone downloads the run (GET /v1/run)",
     )
     p.set_defaults(fn=_cmd_serve)
 

@@ -493,3 +493,134 @@ def test_an_env_that_fails_to_reset_fails_that_episode_only_and_resume_replays_i
         assert resumed.timing.episodes_run == 2 and resumed.failures == 0 and resumed.success_rate == 1.0
     finally:
         ResetFailsWeather.broken = True
+
+
+# ------------------------------------------------------------------------------ a context-length refusal (issue 43)
+
+THINKING = {  # a turn that neither ends the episode nor calls a tool (WeatherRun answers it with a parse error)
+    "choices": [{"index": 0, "message": {"role": "assistant", "content": "let me think"}, "finish_reason": "stop"}],
+    "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7},
+}
+
+CONTEXT_REFUSALS = {  # the bodies real servers send when a conversation outgrows the model's context
+    "openai": (400, {"error": {"message": "This model's maximum context length is 8192 tokens. However, your "
+                     "messages resulted in 9001 tokens. Please reduce the length of the messages.",
+                     "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}),
+    "openai_code_only": (400, {"error": {"message": "Request too large.", "code": "context_length_exceeded"}}),
+    "llama_cpp_python": (400, {"error": {"message": "This model's maximum context length is 4096 tokens. However, "
+                               "you requested 4133 tokens (3621 in the messages, 512 in the completion). Please "
+                               "reduce the length of the messages or completion.", "type": "invalid_request_error",
+                               "param": "messages", "code": "context_length_exceeded"}}),
+    "vllm_flat": (400, {"object": "error", "message": "This model's maximum context length is 2048 tokens. However, "
+                        "you requested 2100 tokens (1900 in the messages, 200 in the completion).",
+                        "type": "BadRequestError", "param": None, "code": 400}),
+    "vllm_input": (400, {"error": {"message": "The decoder prompt (length 5000) is longer than the model's context "
+                         "length (4096 tokens)", "type": "BadRequestError", "code": 400}}),
+    "llama_cpp": (400, {"error": {"code": 400, "message": "the request exceeds the available context size, try "
+                        "increasing it", "type": "exceed_context_size_error", "n_prompt_tokens": 5000, "n_ctx": 4096}}),
+    "llama_cpp_counts": (400, {"error": {"code": 400, "message": "request (5000 tokens) exceeds the available context "
+                               "size (4096 tokens), try increasing it", "type": "invalid_request_error"}}),
+    "llama_cpp_type_only": (400, {"error": {"code": 400, "message": "", "type": "exceed_context_size_error"}}),
+    "as_413": (413, {"error": {"message": "This model's maximum context length is 4096 tokens."}}),
+}  # fmt: skip
+
+
+class ContextRefusing(BaseHTTPRequestHandler):
+    """Answers ``turns`` thinking turns, then refuses every request with ``refusal`` (status, body)."""
+
+    refusal: tuple[int, dict] = CONTEXT_REFUSALS["openai"]
+    turns = 1
+    hits = 0
+
+    def do_GET(self):  # noqa: N802
+        self._send(200, {"object": "list", "data": []})
+
+    def do_POST(self):  # noqa: N802
+        payload = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        cls = type(self)
+        cls.hits += 1
+        assistant_turns = sum(m["role"] == "assistant" for m in payload["messages"])
+        if assistant_turns < cls.turns:
+            return self._send(200, THINKING)
+        self._send(*cls.refusal)
+
+    def _send(self, status, body):
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def context_refusing():
+    ContextRefusing.hits, ContextRefusing.turns = 0, 1
+    with HTTPService(ContextRefusing, "127.0.0.1", 0) as server:
+        yield f"{server.url}/v1"
+
+
+@pytest.mark.parametrize("server_kind", sorted(CONTEXT_REFUSALS))
+def test_a_context_length_refusal_truncates_the_episode_and_is_not_replayed(context_refusing, tmp_path, server_kind):
+    ContextRefusing.refusal = CONTEXT_REFUSALS[server_kind]
+    run = dict(split="test", episodes=2, out_dir=tmp_path, sampling=FAST_RETRIES, concurrency=1)
+    summary = evaluate_agent(WEATHER, f"openai:m@{context_refusing}", **run)
+    assert ContextRefusing.hits == 4  # one thinking turn, one refusal, per episode: a refusal is not retried
+    assert summary.failures == 0 and summary.completed == 2 and summary.failure_reasons == {}
+    assert summary.truncation_reasons == {"context_limit": 2} and summary.truncation_rate == 1.0
+    assert summary.success_rate == 0.0
+    records = load_episodes(tmp_path / "episodes.jsonl")
+    for record in records:
+        assert record.error is None and record.truncation == "context_limit" and not record.terminated
+        assert record.turns == 1 and len(record.observations) == 2 and record.actions == ["let me think"]
+    saved = json.loads((tmp_path / "summary.json").read_text())
+    assert saved["truncation_reasons"] == {"context_limit": 2} and saved["failures"] == 0
+    again = evaluate_agent(WEATHER, f"openai:m@{context_refusing}", resume=True, **run)
+    assert ContextRefusing.hits == 4 and again.truncation_reasons == {"context_limit": 2}  # nothing replayed
+    assert len(load_episodes(tmp_path / "episodes.jsonl")) == 2
+
+
+def test_a_context_refusal_on_the_first_request_keeps_the_record_whole(context_refusing, tmp_path):
+    ContextRefusing.refusal, ContextRefusing.turns = CONTEXT_REFUSALS["llama_cpp"], 0
+    summary = evaluate_agent(
+        WEATHER, f"openai:m@{context_refusing}", split="test", episodes=1, out_dir=tmp_path, sampling=FAST_RETRIES
+    )
+    (record,) = load_episodes(tmp_path / "episodes.jsonl")
+    assert record.turns == 0 and len(record.observations) == 1 and record.truncation == "context_limit"
+    assert summary.failures == 0 and summary.truncation_reasons == {"context_limit": 1}
+
+
+def test_eval_exits_0_on_context_refusals_and_names_them(context_refusing, tmp_path, capsys):
+    ContextRefusing.refusal = CONTEXT_REFUSALS["llama_cpp_python"]
+    agent = f"openai:m@{context_refusing}"
+    argv = ["eval", "--env", WEATHER, "--split", "test", "--agent", agent, "--episodes", "2", "--out", str(tmp_path),
+            "--no-progress", "--max-failures", "0", "--sampling", json.dumps(FAST_RETRIES)]  # fmt: skip
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "context_limit 2" in out and "failures    0" in out
+
+
+@pytest.mark.parametrize(
+    "status, body",
+    [
+        (500, CONTEXT_REFUSALS["openai"][1]),  # a 5xx may be transient, whatever it says
+        (503, {"error": {"message": "overloaded", "code": "context_length_exceeded"}}),
+        (429, CONTEXT_REFUSALS["llama_cpp"][1]),
+        (400, {"error": {"message": "model not found", "code": "model_not_found"}}),
+        (400, {"error": {"message": "invalid context: tokens exceed nothing", "code": 400}}),
+        (401, {"error": "maximum context"}),
+    ],
+)
+def test_other_errors_stay_failures_and_are_replayed(context_refusing, tmp_path, status, body):
+    ContextRefusing.refusal, ContextRefusing.turns = (status, body), 0
+    run = dict(split="test", episodes=1, out_dir=tmp_path, sampling=FAST_RETRIES)
+    summary = evaluate_agent(WEATHER, f"openai:m@{context_refusing}", **run)
+    assert summary.failures == 1 and summary.truncation_reasons == {}
+    (record,) = load_episodes(tmp_path / "episodes.jsonl")
+    assert record.error is not None and record.error.startswith(f"HTTP {status}") and record.truncation is None
+    hits = ContextRefusing.hits
+    evaluate_agent(WEATHER, f"openai:m@{context_refusing}", resume=True, **run)
+    assert ContextRefusing.hits > hits  # a failure is played again

@@ -32,6 +32,9 @@ Endpoints (JSON bodies, UTF-8; values in ``observation``, ``info``, ``options`` 
 ``GET /v1/sessions/{id}/tools``, ``GET /v1/env``  the tool schemas; what the server serves (no session needed)
 ``WS /v1/sessions/{id}/ws``                  text frames ``{"op": "reset"|"step"|"oracle"|"close", ...body}``,
                                              each answered by one frame with the HTTP reply's body
+``GET /v1/run``, ``GET /v1/run/{file}``      benchmark mode, the operator only (the operator's token; any other
+                                             gets 403): the run's progress and files; ``run.json``,
+                                             ``episodes.jsonl``, ``summary.json`` (once the run is over)
 ``GET /health``                              ``{"protocol", "status": "ok", "env_id"}`` (no token needed)
 ``GET /metrics``                             Prometheus text: sessions open, created, refused, reaped; resets,
                                              steps, errors by kind; step seconds (counts over all sessions, no
@@ -86,6 +89,21 @@ each task's candidate answers — CodeSandbox's reference solution, SQLLookup's 
 random``, tabular and SB3 learners). Without the flag both answer 403 and say so. Never start a server an
 agent under test can reach with ``--operator``. ``/metrics`` shows counts over all sessions, no content. No
 TLS: off one machine, put it behind a TLS-terminating proxy or an SSH tunnel.
+
+Benchmark mode (``--benchmark``, ``EnvServer(benchmark=True)``: what a leaderboard must use). In open mode a client
+resets any task as often as it likes, so a side session can learn each answer from its rewards and a fresh one
+then solves it in one step. A benchmark server deals the tasks itself, through a
+:class:`~agentgym.app.benchmark.BenchmarkRun` (the rule ``agentgym serve mcp`` follows too): ``reset`` takes no
+``seed`` and no ``options`` (403; ``task_index`` anywhere in the body is 422), and hands the session the run's next
+task, in an order drawn from a server-side secret; each task is dealt once per run, across all sessions, and a
+task once dealt is never dealt again, however it ended (a reset, a closed or reaped session, a timeout end it as
+abandoned, recorded as a failure). A step with no task in play is 409; a reset after the last task is dealt is
+409. The server records every episode as ``agentgym eval --out`` does (``run.json``, ``episodes.jsonl``,
+``summary.json`` once every task has ended or the server stops, counting tasks never dealt as failed), in
+``--out DIR`` and for download by the operator (``GET /v1/run``, with ``--operator-token-env VAR``'s token, which
+must differ from the clients' token). A client sees what an agent in a local eval sees of the task in play, and
+nothing of another: never the order, the seeds, another task's text or answer, the oracle or the discrete view
+(``--operator`` is refused with ``--benchmark``).
 """
 
 from __future__ import annotations
@@ -101,6 +119,7 @@ import uuid
 from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Self
 
 import gymnasium as gym
@@ -109,6 +128,8 @@ from fastapi import FastAPI, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import Response
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from agentgym.app.benchmark import MAX_STEPS, BenchmarkRun
+from agentgym.app.evaluation import episode_error
 from agentgym.core import ToolEnv, parts_of, task_info
 from agentgym.envs.remote import (
     API,
@@ -120,6 +141,7 @@ from agentgym.envs.remote import (
     parse_request,
     token_matches,
 )
+from agentgym.episode import EpisodeRecord
 from agentgym.registration import resolve_env_id
 from agentgym.wrappers import DiscreteToolActions
 
@@ -157,6 +179,16 @@ _OPERATOR_ONLY = (
     "`agentgym serve env --operator` (EnvServer(operator=True))"
 )
 _MENU_HOLDS_ANSWERS = "its action menu lists candidate answers: reference solutions, gold queries"
+_DEALT = (
+    "this is a benchmark server: it deals the tasks, each once per run, in its own order; reset takes no {what} "
+    "(send {{}}, or reset() on agentgym/Remote-v0)"
+)
+RUN = f"{API}/run"
+"""Where a benchmark server's run directory is downloaded by its operator (``GET /v1/run``, ``/v1/run/<file>``)."""
+_RUN_IS_THE_OPERATORS = (
+    "the run's results are downloaded by the operator only, with the operator's token (Authorization: Bearer "
+    "<$VAR of `agentgym serve env --benchmark --operator-token-env VAR`), not the clients' token"
+)
 
 
 def _error(status: int, message: str) -> dict[str, Any]:
@@ -179,6 +211,7 @@ class _Session:
         self.busy = False
         self.last_seq: int | None = None
         self.last_reply: dict[str, Any] | None = None
+        self.episode: EpisodeRecord | None = None  # benchmark mode: the episode dealt to this session, in play
         self._calls: queue.SimpleQueue[tuple[concurrent.futures.Future, Callable] | None] = queue.SimpleQueue()
         self._make = make
         self.thread = threading.Thread(target=self._run, name=f"agentgym-env-{session_id[:8]}", daemon=True)
@@ -215,8 +248,16 @@ class _Session:
 class Sessions:
     """The open sessions, their limits and the counts ``/metrics`` shows; used from the event loop only."""
 
-    def __init__(self, env_id: str, env_kwargs: dict[str, Any], limits: ServerLimits, operator: bool = False) -> None:
+    def __init__(
+        self,
+        env_id: str,
+        env_kwargs: dict[str, Any],
+        limits: ServerLimits,
+        operator: bool = False,
+        run: BenchmarkRun | None = None,
+    ) -> None:
         self.env_id, self.env_kwargs, self.limits, self.operator = env_id, env_kwargs, limits, operator
+        self.run = run
         self.open: dict[str, _Session] = {}
         self.closed: OrderedDict[str, str] = OrderedDict()  # id -> why, for the last 1024 closed sessions
         self.counts: Counter[str] = Counter()
@@ -249,6 +290,7 @@ class Sessions:
                 "reward_bounds": None if bounds is None else [float(bounds[0]), float(bounds[1])],
                 "idle_timeout_s": limits.idle_timeout_s,
                 "step_timeout_s": limits.step_timeout_s,
+                "benchmark": None if run is None else {"episodes": run.episodes},
             }
         finally:
             probe.close()
@@ -311,13 +353,20 @@ class Sessions:
             if request.seq < session.last_seq:
                 raise Problem(409, f"seq {request.seq} is older than this session's last call ({session.last_seq})")
         if op == "reset":
-            fn = _reset(session, request.seed, request.options)
+            fn = (
+                self._deal(session, request) if self.run is not None else _reset(session, request.seed, request.options)
+            )
         elif op == "oracle":
             if not self.operator:
                 self.counts["error_operator_only"] += 1
                 raise Problem(403, _OPERATOR_ONLY.format(what="the oracle", why="it answers every task"))
             fn = _oracle(session)
         else:
+            if self.run is not None and session.episode is None:
+                self.counts["error_no_episode"] += 1
+                raise Problem(
+                    409, "no task is in play on this session: reset to be dealt the next one (each task is played once)"
+                )
             fn = _step(session, request.action)
         session.busy = True
         started = time.monotonic()
@@ -325,15 +374,20 @@ class Sessions:
             result = await self._wait(session, session.submit(fn), op)
         except (ValueError, TypeError, KeyError, IndexError, gym.error.Error) as exc:
             self.counts[f"error_{op}"] += 1
+            self._end_episode(session, exc)
             raise Problem(400, f"{op} refused: {type(exc).__name__}: {str(exc)[:300]}") from None
         except Problem:
             raise
         except Exception as exc:
             self.counts[f"error_{op}"] += 1
+            self._end_episode(session, exc)
             raise Problem(500, f"{op} failed in the env: {type(exc).__name__}: {str(exc)[:300]}") from None
         finally:
             session.busy = False
             session.last_used = time.monotonic()
+        raw = result.pop("_raw")
+        if session.episode is not None:
+            self._record(session, op, getattr(request, "action", None), raw, result)
         self.counts[f"{op}s"] += 1
         if op == "step":
             self.step_seconds += time.monotonic() - started
@@ -341,11 +395,63 @@ class Sessions:
         session.last_seq, session.last_reply = request.seq, reply
         return reply
 
+    # ------------------------------------------------------------------ benchmark mode: the run deals the tasks
+
+    def _deal(self, session: _Session, request: Any) -> Callable[[gym.Env], dict[str, Any]]:
+        """A benchmark session's reset: the episode in play (if any) ends as abandoned, the run deals the next."""
+        assert self.run is not None
+        for what, value in (("seed", request.seed), ("options", request.options)):
+            if value is not None:
+                self.counts["error_benchmark"] += 1
+                raise Problem(403, _DEALT.format(what=what))
+        self._end_episode(session)
+        record = self.run.deal()
+        if record is None:
+            self.counts["error_run_over"] += 1
+            raise Problem(
+                409, f"every task of this benchmark run has been dealt ({self.run.episodes}): the run is over"
+            )
+        session.episode = record
+        return _reset(session, record.reset.get("seed"), record.reset.get("options"))
+
+    def _record(self, session: _Session, op: str, action: Any, raw: tuple, result: dict[str, Any]) -> None:
+        """Add a benchmark session's reset or step to its episode's record; end the episode when it is over."""
+        record = session.episode
+        assert record is not None
+        if op == "reset":
+            observation, info = raw
+            record.start(str(observation), info)
+            return
+        observation, reward, terminated, truncated, info = raw
+        try:
+            record.step(str(action), str(observation), reward, info)
+        except ValueError as exc:  # a non-finite reward: the episode fails, as in agentgym eval
+            self._end_episode(session, exc)
+            raise Problem(500, f"step failed in the env: {str(exc)[:300]}; the episode is recorded as failed") from None
+        if terminated or truncated or record.turns >= MAX_STEPS:
+            record.terminated = bool(terminated)
+            record.truncation = None if terminated else ("time_limit" if truncated else "max_steps")
+            result["truncated"] = not terminated
+            self._end_episode(session)
+
+    def _end_episode(self, session: _Session, error: BaseException | str | None = None) -> None:
+        """End a benchmark session's episode in play (failed with ``error``, else as it stands: abandoned if
+        unfinished) and hand it to the run's record; nothing on a session with none."""
+        record, session.episode = session.episode, None
+        if record is None or self.run is None:
+            return
+        if error is not None:
+            record.error = error if isinstance(error, str) else episode_error(error)
+        self.run.end(record)
+
     async def _wait(self, session: _Session, future: concurrent.futures.Future, op: str) -> Any:
         try:
             return await asyncio.wait_for(asyncio.wrap_future(future), self.limits.step_timeout_s)
         except TimeoutError:
             self.counts["error_timeout"] += 1
+            self._end_episode(
+                session, f"TimeoutError: its {op} ran past step_timeout_s ({self.limits.step_timeout_s:g} s)"
+            )
             with self._abandoned_lock:
                 self.abandoned += 1
             future.add_done_callback(lambda _: self._release_abandoned())
@@ -362,6 +468,7 @@ class Sessions:
         self._close(self.get(session_id), why)
 
     def _close(self, session: _Session, why: str) -> None:
+        self._end_episode(session)
         if self.open.pop(session.id, None) is not None:
             session.stop()
             self.closed[session.id] = why
@@ -379,6 +486,8 @@ class Sessions:
     def close_all(self) -> None:
         for session in list(self.open.values()):
             self._close(session, "the server stopped")
+        if self.run is not None:
+            self.run.close()  # episodes never dealt are recorded as not played; summary.json is written
 
     def metrics(self) -> str:
         """The counts as Prometheus text."""
@@ -411,7 +520,8 @@ def _extras(session: _Session, env: gym.Env, observation: Any) -> dict[str, Any]
 def _reset(session: _Session, seed: int | None, options: dict[str, Any] | None) -> Callable[[gym.Env], dict[str, Any]]:
     def run(env: gym.Env) -> dict[str, Any]:
         observation, info = env.reset(seed=seed, options=options)
-        return {"observation": encode(observation), "info": encode(info), **_extras(session, env, observation)}
+        return {"observation": encode(observation), "info": encode(info), **_extras(session, env, observation),
+                "_raw": (observation, info)}  # fmt: skip
 
     return run
 
@@ -420,7 +530,8 @@ def _step(session: _Session, action: Any) -> Callable[[gym.Env], dict[str, Any]]
     def run(env: gym.Env) -> dict[str, Any]:
         observation, reward, terminated, truncated, info = env.step(action)
         return {"observation": encode(observation), "reward": float(reward), "terminated": bool(terminated),
-                "truncated": bool(truncated), "info": encode(info), **_extras(session, env, observation)}  # fmt: skip
+                "truncated": bool(truncated), "info": encode(info), **_extras(session, env, observation),
+                "_raw": (observation, float(reward), bool(terminated), bool(truncated), info)}  # fmt: skip
 
     return run
 
@@ -434,7 +545,7 @@ def _oracle(session: _Session) -> Callable[[gym.Env], dict[str, Any]]:
         if session.oracle is None:
             session.oracle = env.unwrapped.oracle()
         action, _ = session.oracle.predict(session.observation)
-        return {"action": encode(action)}
+        return {"action": encode(action), "_raw": ()}
 
     return run
 
@@ -449,18 +560,25 @@ def _json(status: int, body: dict[str, Any]) -> Response:
 class RequestGuard:
     """ASGI middleware: the bearer token (HTTP and WebSocket handshakes), then the body's size and deadline.
 
+    On a benchmark server (``run``), ``/v1/run`` opens with ``operator_token`` only: the clients' token gets 403.
     The body is read here, whole, before the app sees it: past ``max_body_bytes`` it is refused with 413 (at
     once when Content-Length says so), and a body slower than ``request_timeout_s`` with 408.
     """
 
-    def __init__(self, app: Any, token: str | None, limits: ServerLimits) -> None:
-        self.app, self.token, self.limits = app, token, limits
+    def __init__(
+        self, app: Any, token: str | None, limits: ServerLimits, operator_token: str | None = None, run: bool = False
+    ) -> None:
+        self.app, self.token, self.limits, self.operator_token, self.run = app, token, limits, operator_token, run
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         if scope["type"] not in ("http", "websocket"):
             return await self.app(scope, receive, send)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        if self.token is not None and scope["path"] != "/health":
+        if self.run and (scope["path"] == RUN or scope["path"].startswith(RUN + "/")):
+            # the run's results are the operator's: the clients' token (the agent under test holds it) opens nothing
+            if self.operator_token is None or not token_matches(headers.get("authorization"), self.operator_token):
+                return await _refuse(scope, send, 403, _RUN_IS_THE_OPERATORS)
+        elif self.token is not None and scope["path"] != "/health":
             if not token_matches(headers.get("authorization"), self.token):
                 return await _refuse(scope, send, 401, "missing or wrong bearer token (Authorization: Bearer ...)")
         if scope["type"] == "websocket":
@@ -510,8 +628,9 @@ async def _refuse(scope: dict, send: Callable, status: int, message: str) -> Non
     await send({"type": f"{prefix}.response.body", "body": body})
 
 
-def build_app(sessions: Sessions, token: str | None = None) -> Any:
-    """The ASGI app: the endpoints of the module docstring over ``sessions``."""
+def build_app(sessions: Sessions, token: str | None = None, operator_token: str | None = None) -> Any:
+    """The ASGI app: the endpoints of the module docstring over ``sessions``; ``operator_token`` opens a benchmark
+    server's run directory (``GET /v1/run``), and nothing else opens it."""
     limits = sessions.limits
 
     async def reaper() -> None:
@@ -577,6 +696,20 @@ def build_app(sessions: Sessions, token: str | None = None) -> Any:
     async def get_env() -> Response:
         return _json(200, {"protocol": PROTOCOL, **sessions.description})
 
+    @app.get(RUN)
+    async def get_run() -> Response:
+        if sessions.run is None:
+            return _json(404, _error(404, "this server runs no benchmark (start it with --benchmark)"))
+        return _json(200, {"protocol": PROTOCOL, **sessions.run.progress(), "files": sorted(sessions.run.files())})
+
+    @app.get(f"{RUN}/{{name}}")
+    async def get_run_file(name: str) -> Response:
+        files = {} if sessions.run is None else sessions.run.files()
+        if name not in files:
+            return _json(404, _error(404, f"no run file {name[:40]!r}; the run has {sorted(files)}"))
+        media = "application/x-ndjson" if name.endswith(".jsonl") else "application/json"
+        return Response(files[name], media_type=media)
+
     @app.get("/health")
     async def health() -> Response:
         return _json(200, {"protocol": PROTOCOL, "status": "ok", "env_id": sessions.env_id})
@@ -612,7 +745,7 @@ def build_app(sessions: Sessions, token: str | None = None) -> Any:
         except Problem as problem:
             return _error(problem.status, problem.message)
 
-    return RequestGuard(app, token, limits)
+    return RequestGuard(app, token, limits, operator_token, run=sessions.run is not None)
 
 
 # ---------------------------------------------------------------------------------------------- the server
@@ -761,7 +894,11 @@ class BoundedUvicorn:
 class EnvServer(BoundedUvicorn):
     """``env_id`` (with ``env_kwargs``) served on ``host:port``: :meth:`serve_forever` blocks; ``with server:``
     serves in a background thread (tests use port 0 and read :attr:`url`). ``operator=True`` also serves the
-    oracle and the discrete view (see the module docstring: never to an agent under test)."""
+    oracle and the discrete view (see the module docstring: never to an agent under test).
+
+    ``benchmark=True`` serves one :class:`~agentgym.app.benchmark.BenchmarkRun` of ``split`` (``episodes``, ``seed``
+    as in ``agentgym eval``; written to ``out_dir``; :attr:`run`): the server deals every task once, in a secret
+    order, and ``operator_token`` opens its results at ``GET /v1/run`` (module docstring, "Benchmark mode")."""
 
     def __init__(
         self,
@@ -773,8 +910,37 @@ class EnvServer(BoundedUvicorn):
         token: str | None = None,
         limits: ServerLimits | None = None,
         operator: bool = False,
+        benchmark: bool = False,
+        split: str | None = "test",
+        episodes: int | None = None,
+        seed: int = 0,
+        out_dir: str | Path | None = None,
+        operator_token: str | None = None,
     ) -> None:
         self.limits = limits or ServerLimits()
         self.env_id = resolve_env_id(env_id)
-        self.sessions = Sessions(self.env_id, dict(env_kwargs or {}), self.limits, operator)
-        super().__init__(build_app(self.sessions, token), host=host, port=port, limits=self.limits)
+        env_kwargs = dict(env_kwargs or {})
+        self.run: BenchmarkRun | None = None
+        if benchmark:
+            if operator:
+                raise ValueError("a benchmark server serves no operator features (the oracle and the discrete view "
+                                 "hand out answers); drop --operator")  # fmt: skip
+            if operator_token is not None and operator_token == token:
+                raise ValueError("the operator's token must not be the clients' token (it opens the run's results)")
+            self.run = BenchmarkRun(
+                self.env_id,
+                split=split,
+                env_kwargs=env_kwargs,
+                episodes=episodes,
+                seed=seed,
+                out_dir=out_dir,
+                agent="env-server",
+                order="secret",
+                each_task_once=True,
+            )
+            env_kwargs = self.run.env_kwargs
+        elif any(v is not None for v in (episodes, out_dir, operator_token)):
+            raise ValueError("episodes, out_dir and operator_token are for a benchmark server (benchmark=True)")
+        self.sessions = Sessions(self.env_id, env_kwargs, self.limits, operator, self.run)
+        app = build_app(self.sessions, token, operator_token)
+        super().__init__(app, host=host, port=port, limits=self.limits)

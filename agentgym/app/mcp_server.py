@@ -19,7 +19,9 @@ What the server exposes, and nothing else:
   ``terminated``, ``truncated``, ``success``, ``episode_over``, ``return``, ``turns`` and ``task_index``;
   the result that ends an episode says the score in words too.
 - **next_task**: starts the next task of the run and returns its first observation (the task, the tool list,
-  the state). Tasks come in a fixed order, ``task_index`` 0 to N-1, reset as ``agentgym eval`` resets them
+  the state). The run is an :class:`agentgym.app.benchmark.BenchmarkRun`, the dealer ``agentgym serve env
+  --benchmark`` uses too: each task is dealt once and never chosen by the client. Here they come in index order,
+  ``task_index`` 0 to N-1, reset as ``agentgym eval`` resets them
   (episode i: ``seed + i`` and ``options={"task_index": i}`` on an env with a task list), so the run is the
   eval's frozen task set. Calling it before an episode is over ends that episode as played so far
   (``truncation: "abandoned"``, unsuccessful). After the last task it writes the summary and says so.
@@ -55,7 +57,6 @@ import json
 import signal
 import sys
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,10 +70,10 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
 import agentgym
+from agentgym.app.benchmark import ABANDONED, MAX_STEPS, NOT_PLAYED, BenchmarkRun
 from agentgym.app.env_server import BoundedUvicorn, RequestGuard, ServerLimits
-from agentgym.app.evaluation import episode_error, episode_tasks
-from agentgym.app.reports import RunConfig, RunSummary, run_timing, summarize, to_json, write_json
-from agentgym.core import task_info
+from agentgym.app.evaluation import episode_error
+from agentgym.app.reports import RunSummary, to_json
 from agentgym.episode import EpisodeRecord
 from agentgym.registration import eval_kwargs, eval_resets
 from agentgym.tools import ToolCall
@@ -94,16 +95,12 @@ __all__ = [
 NEXT_TASK = "next_task"
 TASK_URI = "agentgym://task"
 SCORE_URI = "agentgym://score"
-MAX_STEPS = 10_000
-"""Calls after which an episode ends (``truncation: "max_steps"``) on an env without a time limit, as
-``agentgym eval``'s policy player caps one; every registered env's own time limit is far below it."""
 MAX_BODY_BYTES = 1 << 20
 """The largest HTTP request body (413 past it; the SDK's default is 4 MiB). An action is at most 32 768
 characters (``max_action_length``), which JSON escaping makes at most 6 bytes each: 192 KiB, well inside."""
 MAX_HTTP_SESSIONS = 16
 """MCP sessions open at once over HTTP (the SDK's default is 10 000): a server holds one run, played by one
 framework, so 16 leave room for reconnections and no more."""
-NOT_PLAYED = "NotPlayed: the MCP client ended the run before this task was started"
 
 
 @dataclass
@@ -116,12 +113,13 @@ class Reply:
 
 
 class EpisodeHost:
-    """One env playing a fixed list of episodes, one after another, as a client calls (thread-safe).
+    """One env playing a run's episodes, one after another, as a client calls (thread-safe).
 
-    Transport-free: :func:`build_server` puts it behind MCP. ``episodes=None`` plays every task of an env
-    with a task list once (else :data:`~agentgym.registration.DEFAULT_EPISODES` seeded episodes), exactly
-    the resets ``agentgym eval`` plays; ``out_dir`` gets an eval run directory (refused if it already holds
-    episodes).
+    Transport-free: :func:`build_server` puts it behind MCP. The episodes are a
+    :class:`~agentgym.app.benchmark.BenchmarkRun`'s, dealt in index order (the rule ``agentgym serve env
+    --benchmark`` follows too): ``episodes=None`` plays every task of an env with a task list once (else
+    :data:`~agentgym.registration.DEFAULT_EPISODES` seeded episodes), exactly the resets ``agentgym eval`` plays;
+    ``out_dir`` gets an eval run directory (refused if it already holds episodes).
     """
 
     def __init__(
@@ -141,32 +139,36 @@ class EpisodeHost:
         base = self.env.unwrapped
         self.tools = dict(getattr(base, "tools", {}))
         if not self.tools:
+            self.env.close()
             raise ValueError(f"{env_id} is not a tool env: it has no tools to serve")
         if NEXT_TASK in self.tools:
+            self.env.close()
             raise ValueError(f"{env_id} has a tool named {NEXT_TASK!r}, the name of the server's control tool")
-        num_tasks = task_info(self.env).num_tasks
-        all_tasks = episodes is None and bool(num_tasks)
-        self.resets = eval_resets(num_tasks, episodes, seed)
-        n = len(self.resets)
-        self.config = RunConfig(
-            env_id=env_id,
-            env_kwargs=json.loads(json.dumps(kwargs, default=str)),
-            split=kwargs.get("split"),
+        self.run = BenchmarkRun(
+            env_id,
+            split=split,
+            env_kwargs=env_kwargs,
+            episodes=episodes,
+            seed=seed,
+            out_dir=out_dir,
             agent="mcp",
             agent_settings={"transport": transport},
-            seed=seed,
-            episodes=n,
-            all_tasks=all_tasks,
+            order="index",
         )
-        self.out_dir = Path(out_dir) if out_dir is not None else None
-        if self.out_dir is not None:
-            self._prepare_out_dir(self.out_dir)
-        self.records: list[EpisodeRecord] = []
+        self.config = self.run.config
+        self.out_dir = self.run.out_dir
         self.current: EpisodeRecord | None = None  # the episode in progress
-        self.next_index = 0
-        self.finished = False
-        self.started_at: float | None = None
+        self._closed = False
         self._lock = threading.Lock()
+
+    @property
+    def records(self) -> list[EpisodeRecord]:
+        """The episodes that ended, in the order they ended."""
+        return self.run.records
+
+    @property
+    def finished(self) -> bool:
+        return self.run.finished
 
     # ------------------------------------------------------------------ what a client sees
 
@@ -212,7 +214,7 @@ class EpisodeHost:
     def score(self) -> dict[str, Any]:
         """Progress and the summary of the finished episodes (``agentgym eval``'s format; None before any)."""
         with self._lock:
-            summary = self._summary(self.records) if self.records else None
+            summary = self.run.summary()
             return {
                 "played": len(self.records),
                 "tasks": self.config.episodes,
@@ -231,15 +233,12 @@ class EpisodeHost:
 
     def _next_task(self) -> Reply:
         if self.current is not None:
-            self._close(truncation="abandoned")
-        if self.finished or self.next_index >= self.config.episodes:
+            self._close(truncation=ABANDONED)
+        record = self.run.deal()
+        if record is None:
             summary = self._finish()
             return Reply(self._done_text(summary), {"done": True, "success_rate": summary.success_rate})
-        if self.started_at is None:
-            self.started_at = time.perf_counter()
-        index = self.next_index
-        self.next_index += 1
-        record = EpisodeRecord(index=index, reset=self.resets[index])
+        index = record.index
         try:
             observation, info = self.env.reset(**record.reset)
         except Exception as exc:  # a task that cannot start fails its episode, never the run
@@ -289,7 +288,7 @@ class EpisodeHost:
             record.terminated = bool(terminated)
             record.truncation = None if terminated else ("time_limit" if truncated else "max_steps")
             text += "\n\n" + self._over_text(record)
-            self._close(record.truncation)
+            self._close()
         return Reply(text, data, error=info.get("parse_error") is not None)
 
     def _over_text(self, record: EpisodeRecord) -> str:
@@ -303,56 +302,19 @@ class EpisodeHost:
         )
 
     def _close(self, truncation: str | None = None) -> None:
-        """End the episode in progress and log it; after the last task, finish the run."""
+        """End the episode in progress and log it (after the last task the run finishes)."""
         record, self.current = self.current, None
-        if record is None:
-            return
-        if record.error is None and not record.terminated and record.truncation is None:
-            record.truncation = truncation or "abandoned"
-        self._log(record)
-        if self.next_index >= self.config.episodes:
-            self._finish()
-
-    def _log(self, record: EpisodeRecord) -> None:
-        self.records.append(record)
-        if self.out_dir is not None:
-            with (self.out_dir / "episodes.jsonl").open("a", encoding="utf-8") as file:
-                file.write(to_json(record) + "\n")
+        if record is not None:
+            self.run.end(record, truncation)
 
     def _finish(self) -> RunSummary:
-        if self.finished:
-            return self._final
-        if self.current is not None:
-            self.current.truncation = self.current.truncation or "abandoned"
-            self._log(self.current)
-            self.current = None
-        played = len(self.records)
-        for index in range(self.next_index, self.config.episodes):
-            self._log(EpisodeRecord(index=index, reset=self.resets[index], error=NOT_PLAYED))
-        self.next_index = self.config.episodes
-        wall = time.perf_counter() - self.started_at if self.started_at is not None else 0.0
-        tasks = episode_tasks(self.env, self.resets)  # no episode is in progress: it may reset the env to see
-        self._final = self._summary(self.records, tasks, timing=run_timing(wall, played, 1))
-        self.finished = True
-        if self.out_dir is not None:
-            write_json(self.out_dir / "summary.json", self._final)
-        self.env.close()
-        return self._final
-
-    def _summary(self, records: list[EpisodeRecord], tasks: list[Any] | None = None, **meta: Any) -> RunSummary:
-        """``agentgym eval``'s summary of ``records``. ``tasks`` defaults to the task list's facts on an env played
-        by ``task_index`` ([] otherwise: finding a seeded episode's task resets the env, ending the one in play)."""
-        if tasks is None:
-            tasks = episode_tasks(self.env, self.resets) if self.config.all_tasks else []
-        return summarize(
-            records,
-            self.config,
-            tasks=tasks,
-            env_version=self.env.spec.version if self.env.spec else None,
-            data_checksum=task_info(self.env).data_checksum,
-            package_version=agentgym.__version__,
-            **meta,
-        )
+        self.current = None  # (the run records it as abandoned)
+        summary = self.run.finish()
+        if not self._closed:
+            self._closed = True
+            self.run.close()
+            self.env.close()
+        return summary
 
     def _done_text(self, summary: RunSummary) -> str:
         where = f"; summary written to {self.out_dir / 'summary.json'}" if self.out_dir is not None else ""
@@ -360,13 +322,6 @@ class EpisodeHost:
             f"Every task has been played: success {summary.success_rate:.1%} over {summary.episodes} episodes, "
             f"mean return {summary.mean_return:g}{where}. Read {SCORE_URI} for the full summary."
         )
-
-    def _prepare_out_dir(self, out: Path) -> None:
-        out.mkdir(parents=True, exist_ok=True)
-        episodes = out / "episodes.jsonl"
-        if episodes.exists() and episodes.stat().st_size:
-            raise ValueError(f"{out} already holds episodes; choose another --out directory")
-        write_json(out / "run.json", self.config)
 
 
 # ---------------------------------------------------------------------------------------------------- MCP

@@ -17,6 +17,12 @@ An episode whose request still fails, or whose env raises (in ``reset`` too), is
 with the reason, never raised; its env is closed and the next episode gets a fresh one. Text in a
 response that no request can carry (a lone surrogate, which a JSON escape can spell) becomes U+FFFD.
 
+A deterministic refusal is not a failure: a 4xx saying the conversation outgrew the model's context
+(:func:`is_context_overflow`: OpenAI's, vLLM's and llama.cpp's wordings, or ``error.code``
+``context_length_exceeded``) ends the episode where it stands, unsuccessful, with ``truncation:
+"context_limit"`` (:data:`CONTEXT_LIMIT`); ``--resume`` does not play it again, since it would end the same
+way. Timeouts, 429 and 5xx stay failures, whatever their body says (they may pass).
+
     import asyncio, gymnasium as gym
     from agentgym.app.openai_agent import OpenAIAgent, OpenAIConfig
 
@@ -35,6 +41,7 @@ import functools
 import json
 import os
 import random
+import re
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -48,13 +55,41 @@ from agentgym.core import valid_utf8
 from agentgym.episode import EpisodeRecord
 from agentgym.tools import ToolCall
 
-__all__ = ["EndpointError", "OpenAIAgent", "OpenAIConfig", "check_endpoint", "parse_spec"]
+__all__ = [
+    "CONTEXT_LIMIT",
+    "ContextLengthExceeded",
+    "EndpointError",
+    "OpenAIAgent",
+    "OpenAIConfig",
+    "check_endpoint",
+    "is_context_overflow",
+    "parse_spec",
+]
 
 _RETRY_STATUS = frozenset({408, 409, 429})
+
+CONTEXT_LIMIT = "context_limit"
+"""The ``truncation`` of an episode the endpoint refused to continue because it outgrew the model's context."""
+
+_CONTEXT_CODES = frozenset({"context_length_exceeded", "exceed_context_size_error"})
+"""``error.code`` (OpenAI, llama-cpp-python) or ``error.type`` (llama.cpp's server) of a context overflow."""
+_CONTEXT_WORDS = re.compile(
+    r"maximum context length"  # OpenAI, vLLM, llama-cpp-python: "This model's maximum context length is 4096 tokens"
+    r"|context[ _]length[ _]exceeded"
+    r"|longer than the (?:model's|maximum) (?:context|model) length"  # vLLM: "longer than the model's context length"
+    r"|exceeds? (?:the )?(?:available )?context (?:size|window)",  # llama.cpp: "exceeds the available context size"
+    re.IGNORECASE,
+)
+_ERROR_TEXT_SCANNED = 4096  # characters of an error message searched for the wordings above
 
 
 class EndpointError(ConnectionError):
     """The endpoint could not be reached, or kept failing after every retry; the message says why."""
+
+
+class ContextLengthExceeded(Exception):
+    """The endpoint refused the request because the conversation outgrew the model's context (a deterministic
+    4xx: the same request would be refused again); the message is the endpoint's."""
 
 
 class OpenAIConfig(BaseModel):
@@ -132,6 +167,23 @@ def _error_text(response: httpx.Response) -> str:
         message = response.text
     text = str(message).strip().replace("\n", " ")
     return f"HTTP {response.status_code}: {text[:200]}" if text else f"HTTP {response.status_code}"
+
+
+def is_context_overflow(status: int, body: Any) -> bool:
+    """Whether an HTTP ``status`` answer with JSON ``body`` says the prompt outgrew the model's context: a 4xx
+    (other than the retried 408, 409 and 429) whose ``error.code`` or ``error.type`` is a context code
+    (``context_length_exceeded``, llama.cpp's ``exceed_context_size_error``), or whose message has OpenAI's, vLLM's
+    or llama.cpp's wording. ``body`` is ``{"error": {...}}`` or, as older vLLM sends it, the error object itself;
+    a 5xx never counts, whatever it says (it may be transient)."""
+    if not 400 <= status < 500 or status in _RETRY_STATUS:
+        return False
+    error = body.get("error", body) if isinstance(body, dict) else body
+    if isinstance(error, dict):
+        kinds = {error.get("code"), error.get("type")}
+        if any(isinstance(kind, str) and kind.lower() in _CONTEXT_CODES for kind in kinds):
+            return True
+        error = error.get("message")
+    return isinstance(error, str) and _CONTEXT_WORDS.search(error[:_ERROR_TEXT_SCANNED]) is not None
 
 
 def _retry_after(response: httpx.Response) -> float | None:
@@ -278,6 +330,12 @@ class OpenAIAgent:
         if response.status_code >= 500 or response.status_code in _RETRY_STATUS:
             raise _Retryable(_error_text(response), _retry_after(response))
         if response.status_code >= 400:
+            try:
+                body = response.json()
+            except ValueError:
+                body = response.text
+            if is_context_overflow(response.status_code, body):
+                raise ContextLengthExceeded(_error_text(response))
             raise EndpointError(_error_text(response))
         try:
             return _message(response.json())
@@ -288,7 +346,9 @@ class OpenAIAgent:
     async def play(
         self, env: gym.Env, index: int, reset: dict[str, Any], *, worker: _EnvWorker | None = None
     ) -> EpisodeRecord:
-        """Play one episode of ``env`` (reset with ``reset``); a failure is recorded, not raised.
+        """Play one episode of ``env`` (reset with ``reset``); a failure is recorded, not raised. An endpoint that
+        refuses a turn because the conversation outgrew its context ends the episode as truncated
+        (:data:`CONTEXT_LIMIT`), not failed.
 
         With a ``worker``, the env is reset and stepped in the worker's thread, off the event loop.
         """
@@ -325,6 +385,8 @@ class OpenAIAgent:
                     record.truncation = "max_turns"
                     break
                 messages += _turn_messages(message, valid_utf8(observation), record.turns)
+        except ContextLengthExceeded:
+            record.truncation = CONTEXT_LIMIT
         except EndpointError as exc:
             record.error = error_line(exc)
         except Exception as exc:  # an agent or env must not take the whole run down; say what happened

@@ -330,6 +330,10 @@ class RunSummary(BaseModel):
     format_compliance: float
     mean_turns: float
     truncation_rate: float
+    truncation_reasons: dict[str, int] = Field(
+        default_factory=dict,
+        description="why episodes were cut (time_limit, max_turns, context_limit, ...) → how many; not failures",
+    )
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
@@ -342,10 +346,10 @@ class RunSummary(BaseModel):
 
     @model_serializer(mode="wrap")
     def _leave_out_empty(self, handler: Any) -> dict[str, Any]:
-        """Leave out ``by_tag`` and ``pass_at_k`` where they say nothing, so an untagged env's summary is
-        byte for byte what it was before they existed."""
+        """Leave out ``by_tag``, ``pass_at_k`` and ``truncation_reasons`` where they say nothing, so an untagged env's
+        summary is byte for byte what it was before they existed."""
         data = handler(self)
-        for key in ("by_tag", "pass_at_k"):
+        for key in ("by_tag", "pass_at_k", "truncation_reasons"):
             if not data.get(key):
                 data.pop(key, None)
         return data
@@ -399,6 +403,7 @@ def summarize(
         format_compliance=sum(sum(r.canonical) for r in eps) / turns if turns else 0.0,
         mean_turns=turns / n if n else 0.0,
         truncation_rate=sum(r.truncation is not None for r in eps) / n if n else 0.0,
+        truncation_reasons=dict(sorted(Counter(r.truncation for r in eps if r.truncation is not None).items())),
         prompt_tokens=prompt,
         completion_tokens=completion,
         total_tokens=prompt + completion,
