@@ -7,6 +7,7 @@ where no ``chromium`` is installed (``.ci/run`` installs Debian's).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import shutil
@@ -38,8 +39,23 @@ ATTACKS = [  # each would set a DOM marker if the page ever treated data as HTML
 
 
 def _eval(out: Path, agent: str = "oracle", episodes: int = 30) -> Path:
-    assert main(["eval", "--env", WEATHER, "--agent", agent, "--episodes", str(episodes), "--out", str(out),
-                 "--no-progress"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "eval",
+                "--env",
+                WEATHER,
+                "--agent",
+                agent,
+                "--episodes",
+                str(episodes),
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     return out
 
 
@@ -62,10 +78,20 @@ class Browser:
 
         self.profile = tempfile.mkdtemp(prefix="agentgym-chromium-")
         self.proc = subprocess.Popen(
-            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--remote-debugging-port=0",
-             f"--user-data-dir={self.profile}", "--window-size=1280,900", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+            [
+                CHROMIUM,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--remote-debugging-port=0",
+                f"--user-data-dir={self.profile}",
+                "--window-size=1280,900",
+                "about:blank",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         port_file = Path(self.profile) / "DevToolsActivePort"
         deadline = time.monotonic() + 30
         while not (port_file.is_file() and port_file.read_text().strip()):
@@ -74,7 +100,8 @@ class Browser:
             time.sleep(0.05)
         port = int(port_file.read_text().split()[0])
         pages = [t for t in httpx.get(f"http://127.0.0.1:{port}/json/list").json() if t["type"] == "page"]
-        self.ws = connect(pages[0]["webSocketDebuggerUrl"], max_size=None, open_timeout=10)
+        self._stack = contextlib.ExitStack()
+        self.ws = self._stack.enter_context(connect(pages[0]["webSocketDebuggerUrl"], max_size=None, open_timeout=10))
         self.ids = itertools.count(1)
 
     def send(self, method: str, **params: Any) -> dict[str, Any]:
@@ -97,7 +124,9 @@ class Browser:
         deadline = time.monotonic() + timeout
         while not (value := self.js(expression)):
             if time.monotonic() > deadline:
-                raise TimeoutError(f"the page never made {expression!r} true; body: {self.js('document.body.innerText')!r}")
+                raise TimeoutError(
+                    f"the page never made {expression!r} true; body: {self.js('document.body.innerText')!r}"
+                )
             time.sleep(0.05)
         return value
 
@@ -108,8 +137,10 @@ class Browser:
 
     def click(self, selector: str) -> None:
         """A real mouse click at the element's centre."""
-        box = self.js(f"(() => {{ const e = document.querySelector({json.dumps(selector)}); e.scrollIntoView();"
-                      " const r = e.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; })()")
+        box = self.js(
+            f"(() => {{ const e = document.querySelector({json.dumps(selector)}); e.scrollIntoView();"
+            " const r = e.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; })()"
+        )
         for kind in ("mousePressed", "mouseReleased"):
             self.send("Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1], button="left", clickCount=1)
 
@@ -120,7 +151,7 @@ class Browser:
         self.send("Input.insertText", text=text)
 
     def close(self) -> None:
-        self.ws.close()
+        self._stack.close()
         self.proc.terminate()
         self.proc.wait(timeout=10)
         shutil.rmtree(self.profile, ignore_errors=True)
@@ -155,18 +186,60 @@ def test_the_bar_eval_then_view_then_the_dumped_dom_shows_success_and_env(tmp_pa
     """From the command line: eval an oracle on WeatherRun, `agentgym view RUN --port P`, and Chromium's
     --dump-dom of the page holds the run's success figure and env id, as summary.json has them."""
     run = tmp_path / "oracle"
-    subprocess.run([sys.executable, "-m", "agentgym.cli", "eval", "--env", "WeatherRun-v0", "--agent", "oracle",
-                    "--episodes", "20", "--out", str(run), "--no-progress"], check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "agentgym.cli",
+            "eval",
+            "--env",
+            "WeatherRun-v0",
+            "--agent",
+            "oracle",
+            "--episodes",
+            "20",
+            "--out",
+            str(run),
+            "--no-progress",
+        ],
+        check=True,
+        capture_output=True,
+    )
     port = _free_port()
-    server = subprocess.Popen([sys.executable, "-m", "agentgym.cli", "view", str(run), "--port", str(port),
-                               "--play-dir", str(tmp_path / "play")], stdout=subprocess.PIPE, text=True)  # fmt: skip
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "agentgym.cli",
+            "view",
+            str(run),
+            "--port",
+            str(port),
+            "--play-dir",
+            str(tmp_path / "play"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert server.stdout is not None
         line = server.stdout.readline()
         assert f"http://127.0.0.1:{port}/" in line
-        dom = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=10000",
-                              f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", f"http://127.0.0.1:{port}/"],
-                             capture_output=True, text=True, timeout=60).stdout  # fmt: skip
+        dom = subprocess.run(
+            [
+                CHROMIUM,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--virtual-time-budget=10000",
+                f"--user-data-dir={tmp_path / 'profile'}",
+                "--dump-dom",
+                f"http://127.0.0.1:{port}/",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout
     finally:
         server.terminate()
         server.wait(timeout=10)
@@ -221,9 +294,13 @@ def test_filters_page_on_the_server(browser: Browser, viewer: ViewerServer, runs
     browser.js("document.querySelector('#filters [name=outcome]').value = 'failure'")
     browser.click("#filters button")
     browser.wait("location.hash.includes('outcome=failure') && document.body.dataset.ready === 'true'")
-    lines = browser.js("[...document.querySelectorAll('tr.episode td:first-child')].map((td) => Number(td.textContent))")
+    lines = browser.js(
+        "[...document.querySelectorAll('tr.episode td:first-child')].map((td) => Number(td.textContent))"
+    )
     assert lines == failures[:50] and failures
-    assert browser.js("document.getElementById('count').textContent").endswith(f"of {len(failures)} matching (30 lines)")
+    assert browser.js("document.getElementById('count').textContent").endswith(
+        f"of {len(failures)} matching (30 lines)"
+    )
 
 
 @needs_chromium
@@ -274,8 +351,12 @@ def _hostile_run(root: Path) -> Path:
         truncation=attack,
         error=attack,
     )
-    lines = [record.to_line().encode(), b"\xff\xfe not utf-8 " + ATTACKS[0].encode(),
-             json.dumps({"actions": attack}).encode(), record.to_line().encode()[:120]]  # fmt: skip
+    lines = [
+        record.to_line().encode(),
+        b"\xff\xfe not utf-8 " + ATTACKS[0].encode(),
+        json.dumps({"actions": attack}).encode(),
+        record.to_line().encode()[:120],
+    ]
     (run / "episodes.jsonl").write_bytes(b"\n".join(lines))
     summary = json.loads(json.dumps({"env_id": attack, "agent": attack, "split": attack}))
     (run / "run.json").write_text(json.dumps({**summary, "env_kwargs": {}}))
@@ -337,8 +418,19 @@ def test_a_large_run_opens_a_page_at_a_time(tmp_path: Path) -> None:
     run.mkdir(parents=True)
     with (run / "episodes.jsonl").open("w") as f:
         for i in range(100_000):
-            f.write(EpisodeRecord(index=i, observations=["o", "p"], actions=[f"a{i}"], rewards=[1.0], valid=[True],
-                                  canonical=[True], reward_components=[{}], success=i % 3 == 0).to_line() + "\n")  # fmt: skip
+            f.write(
+                EpisodeRecord(
+                    index=i,
+                    observations=["o", "p"],
+                    actions=[f"a{i}"],
+                    rewards=[1.0],
+                    valid=[True],
+                    canonical=[True],
+                    reward_components=[{}],
+                    success=i % 3 == 0,
+                ).to_line()
+                + "\n"
+            )
     with ViewerServer([tmp_path / "runs"], play_dir=tmp_path / "play", port=0) as server:
         t0 = time.perf_counter()
         page = httpx.get(server.url + "/api/episodes", params={"run": "0:big"}, timeout=60)
@@ -392,5 +484,7 @@ def test_play_by_hand_finishes_weatherrun_with_the_oracle_typed_into_the_form(br
     env = gym.make(WEATHER)  # the record replays: the same seed and actions earn the same return
     env.reset(seed=7)
     assert sum(env.step(a)[1] for a in record.actions) == record.total_reward
-    assert main(["data", str(play_dir / "agentgym_WeatherRun-v0" / "episodes.jsonl"), "--out", str(tmp_path / "d")]) == 0
+    assert (
+        main(["data", str(play_dir / "agentgym_WeatherRun-v0" / "episodes.jsonl"), "--out", str(tmp_path / "d")]) == 0
+    )
     assert len((tmp_path / "d" / "sft.jsonl").read_text().splitlines()) == 1

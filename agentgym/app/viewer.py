@@ -37,7 +37,7 @@ import uuid
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import gymnasium as gym
 from pydantic import BaseModel, Field
@@ -103,7 +103,7 @@ class EpisodeIndex:
             if size > self._scanned or self._tail:
                 if self._tail:  # index the unfinished last line again: it may have grown or ended
                     self.starts.pop(), self.ends.pop()
-                    self.facts[len(self.starts):] = []
+                    self.facts[len(self.starts) :] = []
                 with self.path.open("rb") as f:
                     f.seek(self._scanned)
                     pos, start = self._scanned, self._scanned
@@ -129,18 +129,21 @@ class EpisodeIndex:
             del self.facts[n:]
             return n
 
-    def raw(self, i: int) -> bytes | str:
-        """Line ``i``'s bytes, or why it is not read."""
+    def raw(self, i: int, f: BinaryIO | None = None) -> bytes | str:
+        """Line ``i``'s bytes, or why it is not read (``f``: the file, already open, for a pass over many lines)."""
         start, end = self.starts[i], self.ends[i]
         if end - start > MAX_LINE_BYTES:
             return f"line of {end - start:,} bytes, over the viewer's {MAX_LINE_BYTES:,}-byte limit"
-        with self.path.open("rb") as f:
-            f.seek(start)
-            return f.read(end - start)
+        if f is None:
+            with self.path.open("rb") as f:
+                f.seek(start)
+                return f.read(end - start)
+        f.seek(start)
+        return f.read(end - start)
 
-    def record(self, i: int) -> EpisodeRecord | str:
+    def record(self, i: int, f: BinaryIO | None = None) -> EpisodeRecord | str:
         """Line ``i`` as an :class:`EpisodeRecord`, or a one-line reason it is not one."""
-        raw = self.raw(i)
+        raw = self.raw(i, f)
         if isinstance(raw, str):
             return raw
         try:
@@ -274,12 +277,12 @@ def run_row(run: Run) -> dict[str, Any]:
     }
 
 
-def _facts(run: Run, i: int) -> LineFacts:
+def _facts(run: Run, i: int, f: BinaryIO | None = None) -> LineFacts:
     index = run.episodes
     assert index is not None
     if (cached := index.facts[i]) is not None:
         return cached
-    record = index.record(i)
+    record = index.record(i, f)
     if isinstance(record, str):
         facts = LineFacts(ok=False)
     else:
@@ -344,27 +347,36 @@ def list_episodes(run: Run, query: EpisodeQuery) -> dict[str, Any]:
     escaped = json.dumps(query.q.lower())[1:-1].encode("utf-8") if query.q else None
     tag = tuple(query.tag.split("=", 1)) if query.tag and "=" in query.tag else None
     matched: list[int] = []
-    for i in range(n):
-        if needle is not None:
-            raw = run.episodes.raw(i)
-            text = raw.lower() if isinstance(raw, bytes) else raw.lower().encode()
-            if needle not in text and escaped not in text:
-                continue
-        if query.outcome or tag or query.truncated is not None or query.invalid is not None:
-            f = _facts(run, i)
-            if not f.ok:
-                continue
-            if query.outcome and f.success != (query.outcome == "success"):
-                continue
-            if tag and tag not in f.tags:
-                continue
-            if query.truncated is not None and f.truncated != query.truncated:
-                continue
-            if query.invalid is not None and f.invalid != query.invalid:
-                continue
-        matched.append(i)
+    with run.episodes.path.open("rb") as file:  # one pass over the lines, in file order
+        for i in range(n):
+            if _matches(run, i, file, needle, escaped, tag, query):
+                matched.append(i)
     page = matched[query.offset : query.offset + query.limit]
     return {"total": len(matched), "lines": n, "items": [episode_row(run, i) for i in page]}
+
+
+def _matches(
+    run: Run, i: int, file: BinaryIO, needle: bytes | None, escaped: bytes | None, tag: Any, query: EpisodeQuery
+) -> bool:
+    assert run.episodes is not None
+    if needle is not None and escaped is not None:
+        raw = run.episodes.raw(i, file)
+        text = raw.lower() if isinstance(raw, bytes) else b""
+        if needle not in text and escaped not in text:
+            return False
+    if query.outcome or tag or query.truncated is not None or query.invalid is not None:
+        f = _facts(run, i, file)
+        if not f.ok:
+            return False
+        if query.outcome and f.success != (query.outcome == "success"):
+            return False
+        if tag and tag not in f.tags:
+            return False
+        if query.truncated is not None and f.truncated != query.truncated:
+            return False
+        if query.invalid is not None and f.invalid != query.invalid:
+            return False
+    return True
 
 
 def _call_view(env: Any, action: str) -> dict[str, Any]:
@@ -424,8 +436,9 @@ def compare(a: Run, b: Run) -> dict[str, Any]:
     def outcomes(run: Run) -> dict[str, bool]:
         out: dict[str, bool] = {}
         if run.episodes is not None:
-            for i in range(run.episodes.refresh()):
-                f = _facts(run, i)
+            with run.episodes.path.open("rb") as file:
+                facts = [_facts(run, i, file) for i in range(run.episodes.refresh())]
+            for f in facts:
                 if f.ok:
                     out[str(f.task)] = f.success  # the latest record of a task wins (resumed runs)
         return out
@@ -443,7 +456,7 @@ def compare(a: Run, b: Run) -> dict[str, Any]:
         "b_success": sum(ob[k] for k in both),
         "gained": sum(1 for f in flips if f["b"]),
         "lost": sum(1 for f in flips if not f["b"]),
-        "flips": flips[:MAX_PAGE * 5],
+        "flips": flips[: MAX_PAGE * 5],
     }
 
 
