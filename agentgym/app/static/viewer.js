@@ -49,8 +49,8 @@ async function runsPage() {
       compareButton.disabled = picked.size !== 2;
     } });
     const ci = r.success_ci95 ? ` [${pct(r.success_ci95[0])}, ${pct(r.success_ci95[1])}]` : "";
-    const tags = Object.entries(r.by_tag).map(([name, values]) => el("div", {}, name + ": ",
-      Object.entries(values).map(([v, s]) => `${v} ${pct(s.success_rate)} (${s.successes}/${s.episodes})`).join(" · ")));
+    const tags = Object.entries(r.by_tag).map(([name, values]) => el("div", { class: "tags" }, el("span", { class: "muted" }, name + " "),
+      Object.entries(values).map(([v, s]) => el("span", { class: "label", title: `${s.successes}/${s.episodes}` }, `${v} ${pct(s.success_rate)}`))));
     const links = [r.lines ? el("a", { href: href("run", { id: r.id }) }, `${r.lines} episodes`) : null,
       r.has_metrics ? el("a", { href: href("curves", { run: r.id }), class: "curves" }, " curves") : null];
     return el("tr", { class: "run", "data-run": r.id },
@@ -62,8 +62,9 @@ async function runsPage() {
       el("td", { class: "num episodes" }, r.episodes ?? r.lines),
       el("td", { class: "num success" }, pct(r.success_rate), el("span", { class: "muted ci" }, ci)),
       el("td", { class: "num return" }, num(r.mean_return)),
-      el("td", { class: "muted" }, r.package_version ? `v${r.package_version} ` : "",
-        r.data_checksum ? `data ${short(r.data_checksum)} ` : "", r.git_commit ? `commit ${short(r.git_commit, 10)}` : ""),
+      el("td", { class: "muted provenance" }, r.package_version ? el("div", {}, `agentgym ${r.package_version}`) : null,
+        r.data_checksum ? el("div", { title: r.data_checksum }, `data ${short(r.data_checksum)}`) : null,
+        r.git_commit ? el("div", { title: r.git_commit }, `commit ${short(r.git_commit, 10)}`) : null),
       el("td", {}, tags));
   });
   show(el("h1", {}, "Runs"),
