@@ -488,3 +488,23 @@ def test_play_by_hand_finishes_weatherrun_with_the_oracle_typed_into_the_form(br
         main(["data", str(play_dir / "agentgym_WeatherRun-v0" / "episodes.jsonl"), "--out", str(tmp_path / "d")]) == 0
     )
     assert len((tmp_path / "d" / "sft.jsonl").read_text().splitlines()) == 1
+
+
+def test_a_run_file_naming_a_module_as_its_env_imports_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """gym.make("module:Env") imports the module: an env id read from a file is made only if it is agentgym's."""
+    (tmp_path / "lib").mkdir()
+    marker = tmp_path / "imported"
+    (tmp_path / "lib" / "planted_env.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "lib"))
+    run = tmp_path / "runs" / "planted"
+    run.mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps({"env_id": "planted_env:Env", "env_kwargs": {}}))
+    record = EpisodeRecord(observations=["o", "p"], actions=["get_weather('x')"], rewards=[0.0], valid=[True],
+                           canonical=[False], reward_components=[{}])  # fmt: skip
+    (run / "episodes.jsonl").write_text(record.to_line() + "\n")
+    with ViewerServer([tmp_path / "runs"], play_dir=tmp_path / "play", port=0) as server:
+        detail = httpx.get(server.url + "/api/episode", params={"run": "0:planted", "line": 1}, timeout=10).json()
+        filtered = httpx.get(server.url + "/api/episodes", params={"run": "0:planted", "outcome": "failure"}).json()
+    assert detail["turns_"][0]["call"]["error"] == "the run's env is not available here"
+    assert filtered["total"] == 1
+    assert not marker.exists()

@@ -30,6 +30,7 @@ a second; the browser never gets the whole file. A line that is not an episode (
 from __future__ import annotations
 
 import json
+import math
 import os
 import secrets
 import threading
@@ -184,8 +185,8 @@ class Run:
             self._env_tried = True
             source = self.summary or self.config or {}
             kwargs = source.get("env_kwargs") if isinstance(source.get("env_kwargs"), dict) else {}
-            try:
-                self._env = gym.make(str(self.env_id), **kwargs) if self.env_id else None
+            try:  # only agentgym's own ids: gym.make("module:Env") would import whatever module a file names
+                self._env = gym.make(self.env_id, **kwargs) if self.env_id in ENV_IDS else None
             except Exception:  # a run of an env this install lacks, or kwargs it refuses: shown without them
                 self._env = None
         return self._env
@@ -483,11 +484,12 @@ def metric_curves(run: Run) -> dict[str, Any]:
     x = next((k for k in ("step", "episode") if rows and all(k in r for r in rows)), None)
     curves: dict[str, list[list[float]]] = {}
     for j, row in enumerate(rows):
-        xv = row.get(x, j) if x else j
+        xv = row.get(x) if x else j
+        if isinstance(xv, bool) or not isinstance(xv, int | float) or not math.isfinite(xv):
+            xv = j  # a step that is no number is drawn at its row
         for key, value in row.items():
-            if key != x and isinstance(value, int | float) and not isinstance(value, bool) and value == value:
-                if abs(value) != float("inf"):
-                    curves.setdefault(valid_utf8(str(key))[:80], []).append([xv, value])
+            if key != x and isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+                curves.setdefault(valid_utf8(str(key))[:80], []).append([xv, value])
     return {"x": x, "rows": n, "shown": len(rows), "unreadable": bad, "curves": dict(list(curves.items())[:64])}
 
 
