@@ -323,12 +323,12 @@ def test_compare_two_runs_lists_the_flipped_tasks(browser: Browser, viewer: View
 def test_training_curves_are_drawn_from_metrics_jsonl(browser: Browser, tmp_path: Path) -> None:
     run = tmp_path / "train"
     run.mkdir()
-    rows = [{"step": s, "success_rate": s / 10, "kl": 0.01 * s, "note": "<b>x</b>"} for s in range(10)]
+    rows = [{"step": s, "success": s > 4, "kl": 0.01 * s, "note": "<b>x</b>", "nan": float("nan")} for s in range(10)]
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"step": 10, "kl"')  # torn
     with ViewerServer([tmp_path], play_dir=tmp_path / "play", port=0) as server:
         browser.open(f"{server.url}/#/curves?run=0%3Atrain", "curves")
         charts = browser.js("[...document.querySelectorAll('canvas')].map((c) => [c.dataset.metric, c.dataset.points])")
-    assert sorted(charts) == [["kl", "10"], ["success_rate", "10"]]
+    assert sorted(charts) == [["kl", "10"], ["success", "10"]]
 
 
 # ---------------------------------------------------------------------------------------------- hostile input

@@ -251,6 +251,10 @@ class RunCatalog:
         return run
 
 
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
 def run_row(run: Run) -> dict[str, Any]:
     """A run as the runs page lists it."""
     s = run.summary or {}
@@ -262,8 +266,8 @@ def run_row(run: Run) -> dict[str, Any]:
         "path": str(run.path),
         "env_id": run.env_id,
         "split": s.get("split", config.get("split")),
-        "agent": s.get("agent", config.get("agent") or config.get("algorithm")),
-        "model": (s.get("agent_settings") or {}).get("model") or config.get("model"),
+        "agent": s.get("agent") or _text(config.get("agent")) or _text(config.get("algorithm")),
+        "model": _text((s.get("agent_settings") or {}).get("model")) or _text(config.get("model")),
         "episodes": s.get("episodes"),
         "lines": n,
         "success_rate": s.get("success_rate"),
@@ -462,7 +466,8 @@ def compare(a: Run, b: Run) -> dict[str, Any]:
 
 
 def metric_curves(run: Run) -> dict[str, Any]:
-    """The numeric columns of ``metrics.jsonl`` as curves over its step column (``step`` or ``episode``)."""
+    """The numeric (and true/false) columns of ``metrics.jsonl`` as curves over its step column (``step`` or
+    ``episode``); at most :data:`MAX_METRIC_ROWS` rows, evenly spaced, of a longer log."""
     path = run.path / "metrics.jsonl"
     if not path.is_file():
         return {"x": None, "curves": {}}
@@ -488,8 +493,8 @@ def metric_curves(run: Run) -> dict[str, Any]:
         if isinstance(xv, bool) or not isinstance(xv, int | float) or not math.isfinite(xv):
             xv = j  # a step that is no number is drawn at its row
         for key, value in row.items():
-            if key != x and isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-                curves.setdefault(valid_utf8(str(key))[:80], []).append([xv, value])
+            if key != x and isinstance(value, int | float) and math.isfinite(value):  # a bool (success) as 0/1
+                curves.setdefault(valid_utf8(str(key))[:80], []).append([xv, float(value)])
     return {"x": x, "rows": n, "shown": len(rows), "unreadable": bad, "curves": dict(list(curves.items())[:64])}
 
 
