@@ -293,7 +293,7 @@ def test_filters_page_on_the_server(browser: Browser, viewer: ViewerServer, runs
     browser.open(f"{viewer.url}/#/run?id=0%3Arandom", "run")
     browser.js("document.querySelector('#filters [name=outcome]').value = 'failure'")
     browser.click("#filters button")
-    browser.wait("location.hash.includes('outcome=failure') && document.body.dataset.ready === 'true'")
+    browser.wait("document.getElementById('count')?.textContent.includes('matching')")  # the filtered page is drawn
     lines = browser.js(
         "[...document.querySelectorAll('tr.episode td:first-child')].map((td) => Number(td.textContent))"
     )
