@@ -624,6 +624,21 @@ def _cmd_data(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_view(args: argparse.Namespace) -> int:
+    """``view``: the runs under RUN_DIR... in a local web page, and play by hand (agentgym.app.viewer)."""
+    from agentgym.app.viewer import ViewerServer
+
+    server = ViewerServer(args.runs, play_dir=args.play_dir, host=args.host, port=args.port)
+    print(f"agentgym view: {server.url}/ (runs under {', '.join(args.runs)}; played episodes go to {args.play_dir}; "
+          "Ctrl-C stops)", flush=True)  # fmt: skip
+    _stop_on_sigterm()
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentgym", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -899,6 +914,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(fn=_cmd_audit)
+    p = sub.add_parser("view", help="see runs and episodes in a local web page, and play an env by hand")
+    p.add_argument("runs", nargs="*", default=["runs"], metavar="RUN_DIR", help="folders holding runs (default runs)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8770)
+    p.add_argument("--play-dir", default="runs/play", help="where episodes played by hand are written")
+    p.set_defaults(fn=_cmd_view)
     return parser
 
 
