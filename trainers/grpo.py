@@ -63,7 +63,7 @@ from agentgym.trainers.advantages import (
 )
 from agentgym.trainers.online_trainer import OnlineConfig, OnlineTrainer
 from agentgym.trainers.probe import decision_key, hindsight_decisions
-from agentgym.trainers.rollout import Episode, Sample, episode_metrics, random_resets, rollout
+from agentgym.trainers.rollout import Episode, Sample, episode_metrics, random_resets, rollout, turn_spans
 
 __all__ = ["GRPO", "GRPOConfig"]
 
@@ -137,27 +137,15 @@ class UniqueSample:
         return [a / max(self.count, 1) for a in self.advantage_sums]
 
 
-def _spans(mask: list[int]) -> list[tuple[int, int]]:
-    """``(start, end)`` of every maximal run of 1s in ``mask``: the turns of a sample's policy tokens."""
-    spans, start = [], None
-    for i, m in enumerate([*mask, 0]):
-        if m and start is None:
-            start = i
-        elif not m and start is not None:
-            spans.append((start, i))
-            start = None
-    return spans
-
-
 def _sample_advantages(episode: Episode, turn_advantages: list[float]) -> list[tuple[Sample, list[float]]]:
     """The episode's samples that hold policy tokens, each with one advantage per run of policy tokens.
 
     In ``summary`` mode sample ``i`` is turn ``i``; in ``append`` mode the one sample's runs are the turns. Should
     the runs not match the turns, every run gets the first turn's advantage (its return covers the episode)."""
     if len(episode.samples) == len(turn_advantages):
-        pairs = [(s, [a] * len(_spans(s.loss_mask))) for s, a in zip(episode.samples, turn_advantages, strict=True)]
+        pairs = [(s, [a] * len(turn_spans(s.loss_mask))) for s, a in zip(episode.samples, turn_advantages, strict=True)]
     else:
-        runs = [len(_spans(s.loss_mask)) for s in episode.samples]
+        runs = [len(turn_spans(s.loss_mask)) for s in episode.samples]
         if sum(runs) == len(turn_advantages):
             ends = [sum(runs[: i + 1]) for i in range(len(runs))]
             pairs = [(s, turn_advantages[e - n : e]) for s, n, e in zip(episode.samples, runs, ends, strict=True)]
@@ -172,7 +160,7 @@ def _token_advantages(chunk: list[UniqueSample], width: int) -> torch.Tensor:
     rows = []
     for u in chunk:
         row = [0.0] * width
-        for (start, end), a in zip(_spans(u.sample.loss_mask), u.advantages, strict=True):
+        for (start, end), a in zip(turn_spans(u.sample.loss_mask), u.advantages, strict=True):
             row[start:end] = [a] * (end - start)
         rows.append(row)
     return torch.tensor(rows)
@@ -297,7 +285,7 @@ class GRPO(OnlineTrainer):
             return {"loss": 0.0, "kl": 0.0, "clipfrac": 0.0, "entropy": 0.0, "grad_norm": 0.0, "unique_samples": 1.0}
         if not unique:  # this rank has nothing to learn from, but must still join the gradient all-reduce
             first = next(s for ep in episodes for s in ep.samples if any(s.loss_mask))
-            unique = [UniqueSample(first, [0.0] * len(_spans(first.loss_mask)))]
+            unique = [UniqueSample(first, [0.0] * len(turn_spans(first.loss_mask)))]
         batches = []
         for start in range(0, len(unique), cfg.micro_batch_size):
             chunk = unique[start : start + cfg.micro_batch_size]

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agentgym.core import task_info
 from agentgym.registration import eval_resets, split_kwargs
 from agentgym.trainers.llm import LLMPolicy
-from agentgym.trainers.rollout import OracleTeacher, RolloutConfig, rollout
+from agentgym.trainers.rollout import OracleTeacher, RolloutConfig, Sample, collate, rollout, turn_spans
 
 __all__ = [
     "DecisionSet",
@@ -140,20 +140,11 @@ def _turn_prompts(episode: Any) -> list[list[int]]:
 def _turns(episode: Any) -> list[tuple[list[int], list[int]]]:
     """``(prompt ids, response ids)`` of every turn: one sample per turn (summary mode) or one transcript whose runs
     of policy tokens are the turns (append mode)."""
-    turns = []
-    for sample in episode.samples:
-        ids, mask = sample.input_ids, sample.loss_mask
-        t = 0
-        while t < len(mask):
-            if mask[t]:
-                end = t
-                while end < len(mask) and mask[end]:
-                    end += 1
-                turns.append((ids[:t], ids[t:end]))
-                t = end
-            else:
-                t += 1
-    return turns
+    return [
+        (sample.input_ids[:start], sample.input_ids[start:end])
+        for sample in episode.samples
+        for start, end in turn_spans(sample.loss_mask)
+    ]
 
 
 def hindsight_decisions(policy: LLMPolicy, episodes: Sequence[Any], key: tuple[str, str, list[Any]]) -> DecisionSet:
@@ -229,9 +220,10 @@ def hidden_states(policy: LLMPolicy, contexts: Sequence[Sequence[int]], *, batch
     model, out = policy.model, []
     for start in range(0, len(contexts), batch_size):
         chunk = contexts[start : start + batch_size]
-        ids, mask, last = _right_padded(chunk, policy.pad_id, policy.device)
+        batch = collate([Sample(list(c), [0] * len(c), [0.0] * len(c)) for c in chunk], policy.pad_id)
+        ids, mask = batch["input_ids"].to(policy.device), batch["attention_mask"].to(policy.device)
         states = model(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states
-        rows = torch.arange(len(chunk), device=ids.device)
+        rows, last = torch.arange(len(chunk), device=ids.device), mask.sum(1) - 1
         out.append(torch.stack([h[rows, last] for h in states]).float().cpu())
     return torch.cat(out, dim=1)
 
@@ -243,27 +235,18 @@ def policy_choices(policy: LLMPolicy, decisions: DecisionSet, *, batch_size: int
 
     scores = torch.zeros(len(decisions), len(decisions.values))
     for k in range(len(decisions.values)):
-        sequences = [c + conts[k] for c, conts in zip(decisions.contexts, decisions.continuations, strict=True)]
+        sequences = [
+            Sample(list(c) + conts[k], [0] * len(c) + [1] * len(conts[k]), [0.0] * (len(c) + len(conts[k])))
+            for c, conts in zip(decisions.contexts, decisions.continuations, strict=True)
+        ]
         for start in range(0, len(sequences), batch_size):
-            chunk = sequences[start : start + batch_size]
-            ids, mask, _ = _right_padded(chunk, policy.pad_id, policy.device)
-            written = torch.zeros_like(mask)
-            for row, i in enumerate(range(start, start + len(chunk))):
-                written[row, len(decisions.contexts[i]) : len(sequences[i])] = 1
+            batch = collate(sequences[start : start + batch_size], policy.pad_id)
+            ids, mask, written = (
+                batch[name].to(policy.device) for name in ("input_ids", "attention_mask", "loss_mask")
+            )
             logp, _ = token_logprobs(policy.model, ids, mask, written)
-            scores[start : start + len(chunk), k] = logp.sum(-1).float().cpu()
+            scores[start : start + len(ids), k] = logp.sum(-1).float().cpu()
     return scores.argmax(-1)
-
-
-def _right_padded(chunk: Sequence[Sequence[int]], pad: int, device: torch.device) -> tuple[torch.Tensor, ...]:
-    width = max(len(c) for c in chunk)
-    ids = torch.full((len(chunk), width), pad, dtype=torch.long)
-    mask = torch.zeros((len(chunk), width), dtype=torch.long)
-    for row, c in enumerate(chunk):
-        ids[row, : len(c)] = torch.tensor(c)
-        mask[row, : len(c)] = 1
-    last = torch.tensor([len(c) - 1 for c in chunk])
-    return ids.to(device), mask.to(device), last.to(device)
 
 
 @dataclass

@@ -372,6 +372,18 @@ def random_resets(rng: random.Random, count: int, num_tasks: int | None) -> list
     return resets
 
 
+def turn_spans(mask: list[int]) -> list[tuple[int, int]]:
+    """``(start, end)`` of every maximal run of 1s in ``mask``: the turns of a sample's policy tokens."""
+    spans, start = [], None
+    for i, m in enumerate([*mask, 0]):
+        if m and start is None:
+            start = i
+        elif not m and start is not None:
+            spans.append((start, i))
+            start = None
+    return spans
+
+
 def collate(samples: Sequence[Sample], pad_id: int) -> dict[str, torch.Tensor]:
     """Right-padded tensors ``input_ids``, ``attention_mask``, ``loss_mask``, ``logprobs`` (N × longest)."""
     width = max(len(s.input_ids) for s in samples)
