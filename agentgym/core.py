@@ -144,7 +144,11 @@ def _fresh(value: Any) -> Any:
 
 def _call_dict(call: ToolCall) -> dict[str, Any]:
     """``call.to_dict()`` sharing nothing mutable with ``call`` (the parse memo keeps ``call`` for later steps)."""
-    return {"name": call.name, "arguments": {k: v if type(v) in _SCALARS else _fresh(v) for k, v in call.arguments.items()}}
+    arguments = dict(call.arguments)
+    for name, value in arguments.items():
+        if type(value) not in _SCALARS:
+            arguments[name] = _fresh(value)
+    return {"name": call.name, "arguments": arguments}
 
 
 def _clip(text: str, limit: int) -> str:
@@ -181,6 +185,14 @@ def recent_turns(turns: Sequence[Turn], n: int, max_chars: int | None = None) ->
     return tuple(kept[first:])
 
 
+def _step_text(task: str | None, turns: Sequence[Turn], result: str, summary: str, max_chars: int | None) -> str:
+    """The text of a later observation (:meth:`ObservationParts.render` with a ``result``)."""
+    head = "" if task is None else f"Task: {task}\n"
+    shown = "".join(turn.render() for turn in turns) if turns else ""
+    text = f"{head}{shown}Result: {result}\nState: {summary}"
+    return text if max_chars is None else _clip(text, max_chars)
+
+
 @dataclass(frozen=True)
 class ObservationParts:
     """The parts an observation text is made of; :meth:`render` writes the text the env returns.
@@ -207,11 +219,8 @@ class ObservationParts:
         """The observation text, cut to ``max_chars`` characters (None: not cut) with a note of what was cut."""
         if self.result is None:
             text = "\n\n".join(p for p in (self.task, self.tools, f"State: {self.summary}") if p is not None)
-        else:
-            head = "" if self.task is None else f"Task: {self.task}\n"
-            turns = "".join(turn.render() for turn in self.turns)
-            text = f"{head}{turns}Result: {self.result}\nState: {self.summary}"
-        return text if max_chars is None else _clip(text, max_chars)
+            return text if max_chars is None else _clip(text, max_chars)
+        return _step_text(self.task, self.turns, self.result, self.summary, max_chars)
 
     def with_history(self, turns: Sequence[Turn], n: int, max_chars: int | None = None) -> ObservationParts:
         """These parts showing the last ``n`` of ``turns`` that fit, beside the rest of the text, in ``max_chars``
@@ -351,6 +360,7 @@ class ToolEnv(gym.Env[str, str]):
         self._interpretations: dict[Any, Interpretation] = {}
         self._turns: deque[Turn] = deque(maxlen=history or None)
         self._parts: ObservationParts | None = None
+        self._latest: tuple[str, str, str] | None = None  # (task, summary, result) of parts not built yet
         self.steps = 0
         """Actions taken in this episode (valid or not)."""
         self.episode_return = 0.0
@@ -467,6 +477,7 @@ class ToolEnv(gym.Env[str, str]):
         self._reset_task(dict(options or {}))
         summary = safe_text(self.summary())
         self._parts = ObservationParts(safe_text(self.task_prompt()), summary, tools=safe_text(self.tools_prompt()))
+        self._latest = None
         info = {
             "tools": [_fresh(t.schema) for t in self.tools.values()],  # the tools' own schemas stay intact
             "summary": summary,
@@ -487,38 +498,12 @@ class ToolEnv(gym.Env[str, str]):
         elif interp.error is not None:
             output = f"Error: {interp.error}\n{self._error_hint}"
             rewards["invalid_action"] = self.invalid_action_reward
+        elif len(interp.calls) == 1 and self.call_time_limit() is None:  # the common case: no budget to keep
+            result = self._execute(*interp.calls[0])
+            output, terminated = _clip(result.output, self.max_output_chars), result.terminated
+            rewards = dict(result.reward)
         else:
-            outputs = []
-            calls = interp.calls[: self.max_calls_per_step]
-            limit = self.call_time_limit()
-            budget = None if limit is None else self.step_time_factor * limit
-            self._step_deadline = None if budget is None else time.monotonic() + budget
-            try:
-                for k, (tool, kwargs) in enumerate(calls):
-                    if k and self._step_deadline is not None and time.monotonic() >= self._step_deadline:
-                        outputs.append(
-                            f"({len(interp.calls) - k} more call(s) not run: this action's calls used up its time "
-                            f"budget of {budget:g} s, {self.step_time_factor:g} × the {limit:g} s limit of one call)"
-                        )
-                        break
-                    result = self._execute(tool, kwargs)
-                    outputs.append(_clip(result.output, self.max_output_chars))
-                    for name, value in result.reward.items():
-                        rewards[name] = rewards.get(name, 0.0) + value
-                    if result.terminated:
-                        terminated = True
-                        if k + 1 < len(interp.calls):
-                            outputs.append(f"({len(interp.calls) - k - 1} more call(s) skipped: the episode is over)")
-                        break
-                else:
-                    if len(interp.calls) > len(calls):
-                        outputs.append(
-                            f"({len(interp.calls) - len(calls)} more call(s) not run: at most "
-                            f"{self.max_calls_per_step} calls per action)"
-                        )
-            finally:
-                self._step_deadline = None
-            output = "\n".join(outputs)
+            output, rewards, terminated = self._run_calls(interp)
         self._done = self._done or terminated
         reward = float(sum(rewards.values()))
         self.episode_return += reward
@@ -552,7 +537,10 @@ class ToolEnv(gym.Env[str, str]):
         """The parts of the latest observation (``reset`` or ``step``): the text is ``parts.render(
         self.max_observation_length)``. A trainer builds its own prompts from these, never from the text."""
         if self._parts is None:
-            raise gym.error.ResetNeeded("call reset() before observation_parts()")
+            if self._latest is None:
+                raise gym.error.ResetNeeded("call reset() before observation_parts()")
+            task, summary, result = self._latest
+            self._parts = ObservationParts(task, summary, result=result)
         return self._parts
 
     # ------------------------------------------------------------------ internals
@@ -582,6 +570,42 @@ class ToolEnv(gym.Env[str, str]):
             self._interpretations[key] = interp
         return interp
 
+    def _run_calls(self, interp: Interpretation) -> tuple[str, dict[str, float], bool]:
+        """Run an action's calls in order within its time budget: (output, reward components, terminated)."""
+        rewards: dict[str, float] = {}
+        terminated = False
+        outputs = []
+        calls = interp.calls[: self.max_calls_per_step]
+        limit = self.call_time_limit()
+        budget = None if limit is None else self.step_time_factor * limit
+        self._step_deadline = None if budget is None else time.monotonic() + budget
+        try:
+            for k, (tool, kwargs) in enumerate(calls):
+                if k and self._step_deadline is not None and time.monotonic() >= self._step_deadline:
+                    outputs.append(
+                        f"({len(interp.calls) - k} more call(s) not run: this action's calls used up its time "
+                        f"budget of {budget:g} s, {self.step_time_factor:g} × the {limit:g} s limit of one call)"
+                    )
+                    break
+                result = self._execute(tool, kwargs)
+                outputs.append(_clip(result.output, self.max_output_chars))
+                for name, value in result.reward.items():
+                    rewards[name] = rewards.get(name, 0.0) + value
+                if result.terminated:
+                    terminated = True
+                    if k + 1 < len(interp.calls):
+                        outputs.append(f"({len(interp.calls) - k - 1} more call(s) skipped: the episode is over)")
+                    break
+            else:
+                if len(interp.calls) > len(calls):
+                    outputs.append(
+                        f"({len(interp.calls) - len(calls)} more call(s) not run: at most "
+                        f"{self.max_calls_per_step} calls per action)"
+                    )
+        finally:
+            self._step_deadline = None
+        return "\n".join(outputs), rewards, terminated
+
     def _execute(self, tool: Tool, kwargs: dict[str, Any]) -> ToolResult:
         try:
             result = tool.fn(self, **kwargs) if tool.is_method else tool.fn(**kwargs)
@@ -598,10 +622,13 @@ class ToolEnv(gym.Env[str, str]):
         prompt = self.task_prompt()
         if prompt is not self._task_text[0]:  # sanitised once per prompt string, not once per step
             self._task_text = (prompt, safe_text(prompt))
-        parts = ObservationParts(self._task_text[1], summary, result=output)
-        self._parts = parts.with_history(self._turns, self.history, self.max_observation_length) if self.history else parts
-        if self.history:
-            self._turns.append(past_turn(action, output))
+        task = self._task_text[1]
+        if not self.history:  # the parts are built only if asked for (observation_parts()): most steps never are
+            self._parts, self._latest = None, (task, summary, output)
+            return _step_text(task, (), output, summary, self.max_observation_length)
+        parts = ObservationParts(task, summary, result=output)
+        self._parts = parts.with_history(self._turns, self.history, self.max_observation_length)
+        self._turns.append(past_turn(action, output))
         return self._parts.render(self.max_observation_length)
 
     def sample_action(self, rng: np.random.Generator | int | None = None) -> str:

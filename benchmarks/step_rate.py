@@ -30,7 +30,7 @@ import numpy as np
 import agentgym  # noqa: F401  (registers the agentgym/* ids)
 from agentgym import DiscreteToolActions
 
-TARGET = 0.5  # ours/gymnasium steps-per-second ratio we aim for
+TARGET = 0.8  # ours/gymnasium steps-per-second ratio we aim for
 
 
 def run(env: gym.Env, actions: list) -> float:
