@@ -50,7 +50,7 @@ def sql_key(query: str) -> str:
         if first == "'":
             if tokens and tokens[-1] == "like":
                 token = token.translate(_ASCII_LOWER)
-        elif first in "\"[`":
+        elif first in '"[`':
             token = token[1:-1].replace(first * 2, first) if first != "[" else token[1:-1]
             token = token.translate(_ASCII_LOWER)
         else:
@@ -78,9 +78,7 @@ class LeakCheck:
         self._near: dict[str, list[str]] = {}
         for t in self._test:
             self._near.setdefault(question_key(t.question), []).append(t.gold_sql)
-        self._connections = [
-            sqlite3.connect(f"{Path(db).resolve().as_uri()}?mode=ro", uri=True) for db in databases
-        ]
+        self._connections = [sqlite3.connect(f"{Path(db).resolve().as_uri()}?mode=ro", uri=True) for db in databases]
         self._results: dict[tuple[int, str], list[str] | None] = {}
 
     def close(self) -> None:
