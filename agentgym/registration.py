@@ -1,21 +1,28 @@
-"""The ``agentgym/*`` environment ids, their splits, and which episodes an evaluation of one plays."""
+"""The ``agentgym/*`` environment ids (each task folder declares its own), their splits, and which episodes an
+evaluation of one plays."""
 
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
 import inspect
+import pkgutil
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
 
 __all__ = [
-    "CLIENT_IDS",
+    "CLIENT_IDS",  # noqa: F822 (module __getattr__)
     "DEFAULT_EPISODES",
-    "ENV_IDS",
+    "ENV_IDS",  # noqa: F822
+    "TASK_PACKAGE",
+    "declared_ids",
     "describe",
     "eval_kwargs",
     "eval_resets",
+    "lazy_exports",
     "make_env",
     "register_envs",
     "resolve_env_id",
@@ -23,58 +30,68 @@ __all__ = [
 ]
 
 DEFAULT_EPISODES = 100
-"""Episodes an evaluation plays on an env without a fixed task list (CliffWalk, WeatherRun's random backend): seeds
-``seed`` to ``seed + 99``, what the leaderboard plays. 100 episodes make a 95 % CI of a success rate at most ±10
-points wide; a CliffWalk episode takes milliseconds, so they cost well under a second for the built-in agents."""
+"""Episodes an evaluation plays on an env without a fixed task list (its seeds draw the tasks): seeds ``seed`` to
+``seed + 99``, what the leaderboard plays. 100 episodes make a 95 % CI of a success rate at most ±10 points wide; a
+grid episode takes milliseconds, so they cost well under a second for the built-in agents."""
 
-ENV_IDS: dict[str, dict] = {
-    "agentgym/CliffWalk-v0": {
-        "entry_point": "agentgym.envs.cliff.env:CliffWalkEnv",
-        "max_episode_steps": 100,
-    },
-    "agentgym/WeatherRun-v0": {
-        "entry_point": "agentgym.envs.weather.env:WeatherRunEnv",
-        "max_episode_steps": 8,
-    },
-    "agentgym/SQLLookup-v0": {
-        "entry_point": "agentgym.envs.sql.env:SQLLookupEnv",
-        "max_episode_steps": 12,
-    },
-    "agentgym/CodeSandbox-v0": {
-        "entry_point": "agentgym.envs.code.env:CodeSandboxEnv",
-        "max_episode_steps": 10,
-    },
-    "agentgym/SQLLookup-v1": {
-        "entry_point": "agentgym.envs.sql.env:SQLLookupEnv",
-        "max_episode_steps": 12,
-        "kwargs": {"task_set": "v1"},
-    },
-    "agentgym/CodeSandbox-v1": {
-        "entry_point": "agentgym.envs.code.env:CodeSandboxEnv",
-        "max_episode_steps": 10,
-        "kwargs": {"task_set": "v1"},
-    },
-}
+TASK_PACKAGE = "agentgym.envs"
+"""The package whose subpackages are agentgym's tasks: each declares its ids in ``ENV_SPECS``."""
 
 
-CLIENT_IDS: dict[str, dict] = {
-    "agentgym/Remote-v0": {"entry_point": "agentgym.envs.remote:RemoteEnv"},
-}
-"""Ids that are no task of their own: ``agentgym/Remote-v0`` plays a task served by ``agentgym serve env`` (its
-``TimeLimit`` is the server's). Kept out of :data:`ENV_IDS`, the task suite that evals and tests iterate."""
+@functools.cache
+def declared_ids(package: str = TASK_PACKAGE) -> tuple[dict[str, dict], dict[str, dict]]:
+    """The ids that ``package``'s task folders declare, ``(tasks, clients)``: every subpackage's ``ENV_SPECS``
+    (id → ``gym.register`` arguments: ``entry_point``, ``max_episode_steps``, ``kwargs``), in folder order, and
+    ``package``'s own ``CLIENT_SPECS`` (ids that play a task served elsewhere, kept out of the task suite). Only the
+    folders' ``__init__`` modules are imported, so a task's code loads when its env is first made.
+    ``ValueError`` if two folders declare one id."""
+    root = importlib.import_module(package)
+    tasks: dict[str, dict] = {}
+    owner: dict[str, str] = {}
+    for found in pkgutil.iter_modules(root.__path__):
+        if not found.ispkg:
+            continue
+        module = importlib.import_module(f"{package}.{found.name}")
+        for env_id, spec in getattr(module, "ENV_SPECS", {}).items():
+            if env_id in tasks:
+                raise ValueError(f"{env_id!r} is declared by both {owner[env_id]} and {module.__name__}")
+            tasks[env_id], owner[env_id] = dict(spec), module.__name__
+    return tasks, dict(getattr(root, "CLIENT_SPECS", {}))
 
 
-def register_envs() -> None:
-    """Register every agentgym id with Gymnasium (idempotent)."""
-    for env_id, spec in {**ENV_IDS, **CLIENT_IDS}.items():
+def __getattr__(name: str) -> dict[str, dict]:
+    if name == "ENV_IDS":  # the task suite that evals and tests iterate
+        return declared_ids()[0]
+    if name == "CLIENT_IDS":  # ids that are no task of their own (a remote env's client)
+        return declared_ids()[1]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def register_envs(package: str = TASK_PACKAGE) -> None:
+    """Register every id that ``package``'s task folders declare (:func:`declared_ids`) with Gymnasium
+    (idempotent). A project of its own tasks calls it with its package's name."""
+    tasks, clients = declared_ids(package)
+    for env_id, spec in {**tasks, **clients}.items():
         if env_id not in gym.registry:
             gym.register(id=env_id, **spec)
 
 
+def lazy_exports(names: dict[str, str]) -> Callable[[str], Any]:
+    """A module ``__getattr__`` (PEP 562) that imports each of ``names`` (attribute → module) on first use: a task
+    folder's ``__init__`` exports its classes without loading them when only its ids are read."""
+
+    def __getattr__(name: str) -> Any:
+        if name not in names:
+            raise AttributeError(f"module has no attribute {name!r}")
+        return getattr(importlib.import_module(names[name]), name)
+
+    return __getattr__
+
+
 def resolve_env_id(env_id: str) -> str:
     """The registered id a user meant: ``env_id`` itself if registered, else the one registered id equal to it
-    ignoring case, or ``agentgym/<env_id>`` (``CliffWalk-v0`` and ``cliffwalk-v0`` are
-    ``agentgym/CliffWalk-v0``). An id close to an agentgym one (``agentgym/CliffWalk-v9``, ``Cliffwalk``) raises
+    ignoring case, or ``agentgym/<env_id>`` (``Task-v0`` and ``task-v0`` are ``agentgym/Task-v0``). An id close
+    to an agentgym one (``agentgym/Task-v9``, ``Tsk``) raises
     ``gymnasium.error.NameNotFound`` naming it; any other id is returned as given, for ``gym.make`` to judge.
 
     For command lines and configs; ``gym.make`` itself stays Gymnasium's and takes exact ids only.

@@ -17,7 +17,7 @@ PACKAGE_DIRS = {"agentgym": ROOT / "agentgym", "agentgym.envs": ROOT / "envs", "
 
 LAYERS = {
     "core": {"agentgym", "agentgym.core", "agentgym.data", "agentgym.episode", "agentgym.parser",
-             "agentgym.registration", "agentgym.spaces", "agentgym.tools", "agentgym.wrappers"},
+             "agentgym.registration", "agentgym.spaces", "agentgym.tools", "agentgym.wrappers", "agentgym.conformance"},
     "tasks": {"agentgym.envs"},
     "learners": {"agentgym.trainers"},
     "applications": {"agentgym.app", "agentgym.cli"},

@@ -1,21 +1,106 @@
-"""Every registered agentgym id: Gymnasium's checker in text mode and through the discrete view."""
+"""Every registered agentgym id keeps the tool-env contract, and a task folder registers itself (issue 46, part 5)."""
+
+import sys
+import textwrap
 
 import gymnasium as gym
 import pytest
-from gymnasium.utils.env_checker import check_env
 
-from agentgym.registration import ENV_IDS, describe
-from agentgym.wrappers import DiscreteToolActions
+import agentgym.registration as registration
+from agentgym.conformance import ConformanceError, check_tool_env
+from agentgym.registration import ENV_IDS, declared_ids
 
 
-def test_every_id_is_registered_with_a_description():
-    for env_id in ENV_IDS:
-        assert env_id in gym.registry
-        assert describe(env_id).startswith(env_id.split("/")[1].split("-")[0] + ":")
+def test_every_id_is_declared_by_its_task_folder_and_registered():
+    tasks, clients = declared_ids()
+    assert set(tasks) == set(ENV_IDS) and len(tasks) == 6 and list(clients) == ["agentgym/Remote-v0"]
+    assert all(env_id in gym.registry for env_id in [*tasks, *clients])
+    assert gym.spec("agentgym/SQLLookup-v1").kwargs == {"task_set": "v1"}
+    assert gym.spec("agentgym/CliffWalk-v0").max_episode_steps == 100
+    source = open(registration.__file__).read()
+    assert not any(name in source for name in ("CliffWalk", "WeatherRun", "SQLLookup", "CodeSandbox", "Remote-v0"))
 
 
 @pytest.mark.filterwarnings("ignore:.*different from the unwrapped version")
-@pytest.mark.parametrize("env_id", [i for i in ENV_IDS])
-def test_check_env_text_and_discrete(env_id):
-    check_env(gym.make(env_id).unwrapped, skip_render_check=False)
-    check_env(DiscreteToolActions(gym.make(env_id).unwrapped))
+@pytest.mark.parametrize("env_id", sorted(ENV_IDS))
+def test_every_env_keeps_the_tool_env_contract(env_id):
+    check_tool_env(env_id, episodes=2, steps=6)
+
+
+COUNTER_ENV = '''
+    """Counter: add numbers until the total is exactly the target."""
+
+    from agentgym import ToolEnv, ToolResult, tool
+
+
+    class CounterEnv(ToolEnv):
+        """Counter: add numbers until the total is exactly the target."""
+
+        def _reset_task(self, options):
+            self.total, self.target = 0, int(self.np_random.integers(3, 9))
+
+        @tool
+        def add(self, n: int) -> ToolResult:
+            """Add a number to the total.
+
+            Args:
+                n: the number to add.
+            """
+            self.total += n
+            return ToolResult(f"total {self.total}", {"done": 1.0 if self.total == self.target else 0.0},
+                              self.total >= self.target)
+
+        def task_prompt(self):
+            return f"Reach a total of {self.target}."
+
+        def summary(self):
+            return f"total {self.total} of {self.target}"
+
+        def reward_bounds(self):
+            return (0.0, float(self.max_calls_per_step))
+'''
+
+
+def _fifth_env_package(tmp_path, monkeypatch, env_source=COUNTER_ENV):
+    """A task package of its own, as a project outside agentgym writes one (README: "Add an environment")."""
+    root = tmp_path / "mytasks"
+    (root / "counter").mkdir(parents=True)
+    (root / "__init__.py").write_text('"""My tasks."""\n')
+    (root / "counter" / "__init__.py").write_text(
+        '"""Counter: reach a target total."""\n\n'
+        'ENV_SPECS = {"mytasks/Counter-v0": '
+        '{"entry_point": "mytasks.counter.env:CounterEnv", "max_episode_steps": 6}}\n'
+    )
+    (root / "counter" / "env.py").write_text(textwrap.dedent(env_source))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield
+    for module in [m for m in sys.modules if m == "mytasks" or m.startswith("mytasks.")]:
+        del sys.modules[module]
+    gym.registry.pop("mytasks/Counter-v0", None)
+    declared_ids.cache_clear()
+
+
+@pytest.fixture
+def fifth_env(tmp_path, monkeypatch):
+    yield from _fifth_env_package(tmp_path, monkeypatch)
+
+
+def test_a_fifth_env_in_a_package_of_its_own_registers_itself_and_conforms(fifth_env):
+    registration.register_envs("mytasks")
+    assert gym.spec("mytasks/Counter-v0").max_episode_steps == 6
+    assert "mytasks.counter.env" not in sys.modules  # only the folder's declaration was read
+    check_tool_env("mytasks/Counter-v0")
+
+
+BROKEN = COUNTER_ENV.replace('{"done": 1.0 if self.total == self.target else 0.0}', '{"done": 100.0}')
+
+
+@pytest.fixture
+def broken_env(tmp_path, monkeypatch):
+    yield from _fifth_env_package(tmp_path, monkeypatch, BROKEN)
+
+
+def test_the_contract_catches_a_reward_outside_the_declared_bounds(broken_env):
+    registration.register_envs("mytasks")
+    with pytest.raises(ConformanceError, match="mytasks/Counter-v0: .*reward 100.0 outside the declared bounds"):
+        check_tool_env("mytasks/Counter-v0")

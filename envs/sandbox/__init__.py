@@ -4,20 +4,7 @@
 gives the guarantees of each layer); ``inside`` is the runner that executes in it. The names below are the public
 ones."""
 
-from agentgym.envs.sandbox.harness import (
-    LAYERS,
-    SANDBOX_ENV,
-    Sandbox,
-    SandboxLimits,
-    SandboxResult,
-    SandboxUnavailable,
-    TestOutcome,
-    TestReport,
-    layer_status,
-    parse_value,
-    seccomp_filter,
-    values_equal,
-)
+from agentgym.registration import lazy_exports
 
 __all__ = [
     "LAYERS",
@@ -33,3 +20,4 @@ __all__ = [
     "seccomp_filter",
     "values_equal",
 ]
+__getattr__ = lazy_exports(dict.fromkeys(__all__, "agentgym.envs.sandbox.harness"))

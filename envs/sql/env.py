@@ -311,8 +311,9 @@ class SQLLookupEnv(DiscreteView, ToolEnv):
     ``task_set="v1"`` (what ``agentgym/SQLLookup-v1`` passes): 432 questions on the same database (223 train,
     209 test), up to 24 instances of each family (``agentgym.envs.sql.dataset.build_tasks_v1``); same rules and reward.
     ``task_set="training"``: the shipped training set, for SFT and RL only (split ``"train"``; no frozen test
-    task is in it, by what its SQL means to SQLite): 1,302 questions of the same families on a training database of the same
-    schema with more values (``agentgym.envs.sql.dataset.build_training_set``), small families listed again to ~40.
+    task is in it, by what its SQL means to SQLite): 1,302 questions of the same families on a training database of
+    the same schema with more values (``agentgym.envs.sql.dataset.build_training_set``), small families listed again
+    to ~40.
 
     ## Arguments
     ``split``, ``task_set``, ``db_path``, ``tasks_path``, ``database`` (above); ``max_rows`` (20) rows shown per
