@@ -679,7 +679,9 @@ def _cell_text(value: Any, width: int = 60) -> str:
         return f"{value:.12g}"
     if isinstance(value, bytes):
         return f"<blob {len(value):,} bytes>"
-    text = str(value).replace("\n", "\\n").replace("\r", "\\r")
+    text = value if isinstance(value, str) else str(value)
+    if "\n" in text or "\r" in text:
+        text = text.replace("\n", "\\n").replace("\r", "\\r")
     return text if len(text) <= width else text[: width - 1] + "…"
 
 

@@ -21,13 +21,16 @@ stacks independent defences, so that each alone would stop a write:
    ``max_value_bytes`` (10 kB), SQL text, expression depth, compound selects and LIKE patterns (100
    characters) capped. These bound the cost of any *single* function call, which no deadline can
    interrupt: with 10 kB values an ``instr`` or ``LIKE`` takes milliseconds.
-5. **Guarded functions** (:class:`_GuardedFunctions`): the date functions refuse the clock and the time
-   zone at run time (``date('n' || 'ow')`` included; the database is a frozen snapshot and answers must
-   be reproducible), and ``printf``/``format`` refuse ``*`` and widths over 1,000.
+5. **No clock, bounded printf**: the date functions refuse the clock and the time zone (``'now'``,
+   ``X'6E6F77'``, ``date('n' || 'ow')``, a column holding it; the database is a frozen snapshot and answers
+   must be reproducible): :mod:`~agentgym.envs.sql.clock` guards their arguments before SQLite compiles
+   the query, so that they run natively, and a query it cannot vouch for runs on a second connection
+   where they are checked versions of themselves (:class:`_GuardedFunctions`). ``printf``/``format``
+   refuse ``*`` and widths over 1,000.
 6. **Deadline**: a progress handler, called every 1,000 virtual-machine steps, aborts any statement that
    runs longer than ``time_limit`` seconds (a recursive CTE without end, a cross join of big tables), or
    than the shorter ``time_limit=`` a caller gives :meth:`~ReadOnlySQLite.query` (the rest of a budget).
-7. **Bounded output**: rows are read one at a time; the first ``max_rows`` are kept (at most
+7. **Bounded output**: rows are read in chunks of at most 64 values; the first ``max_rows`` are kept (at most
    ``max_result_bytes`` in all), the rest are only counted (up to ``max_count``), and at most
    ``max_columns`` result columns are accepted. Text that is not valid UTF-8 is decoded with U+FFFD
    replacement characters instead of failing.
@@ -42,12 +45,15 @@ allowed, never a crash, and nothing on disk changes. Example::
 
 from __future__ import annotations
 
+import functools
 import re
 import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from .clock import CLOCK_GUARD, DATE_FUNCTIONS, ClockRefused, GuardedSQL, clock_guard, guard_dates, is_clock
 
 __all__ = [
     "READ_PRAGMAS",
@@ -112,9 +118,6 @@ _ACTION_NAMES = {
 _READ_ONLY_HINT = "the database is read-only: run one SELECT query (WITH … SELECT, VALUES and EXPLAIN work too)"
 _STATEMENTS = frozenset({"SELECT", "WITH", "VALUES", "EXPLAIN", "PRAGMA"})
 _LEADING_NOISE = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?(?:\*/|$)|\()*", re.S)
-_CLOCK_ARGS = frozenset({"now", "localtime", "utc"})  # the wall clock and the machine's time zone
-_DATE_FUNCTIONS = {"date": 1, "time": 1, "datetime": 1, "julianday": 1, "unixepoch": 1, "strftime": 2}
-"""Date functions (with the argument count below which SQLite reads the clock) that run guarded."""
 _PRINTF_SPEC = re.compile(r"%[-+ 0#!,]*(\*|\d*)(?:\.(\*|\d*))?")
 _MAX_PRINTF_WIDTH = 1_000
 
@@ -197,8 +200,8 @@ def check_statement(sql: str, max_sql_chars: int = 10_000) -> str:
     """The query, stripped, if it passes the statement rules; else :class:`QueryError` saying which rule.
 
     Rules: text (valid Unicode, no NUL), at most ``max_sql_chars`` characters, exactly one statement,
-    starting with SELECT, WITH, VALUES, EXPLAIN or PRAGMA. (The clock is refused at run time, by the
-    date functions themselves: see :class:`_GuardedFunctions`.)
+    starting with SELECT, WITH, VALUES, EXPLAIN or PRAGMA. (The clock is refused by
+    :mod:`~agentgym.envs.sql.clock` and :class:`_GuardedFunctions`.)
     """
     if not isinstance(sql, str):
         raise QueryError(f"the query must be text, got {type(sql).__name__}", "refused")
@@ -228,11 +231,12 @@ class _GuardedFunctions:
     """SQLite's date and ``printf``/``format`` functions, replaced by checked versions of themselves.
 
     The real function runs on a private in-memory connection with the same length limit, after a check
-    of its arguments that no text match of the query could do (``date('n' || 'ow')`` builds the word at
-    run time): the date functions refuse ``'now'``, ``'localtime'`` and ``'utc'`` (the wall clock and the
-    machine's time zone would make answers irreproducible) and a call without a time value (which means
-    now); ``printf`` refuses ``*`` and widths or precisions over 1,000 (``printf('%.*c', 2000000000, 'x')``
-    would run for seconds inside one call, where no deadline can stop it).
+    of its arguments: the date functions refuse a clock word (:func:`~agentgym.envs.sql.clock.is_clock`)
+    and a call without a time value (which means now); ``printf`` refuses ``*`` and widths or precisions
+    over 1,000 (``printf('%.*c', 2000000000, 'x')`` would run for seconds inside one call, where no
+    deadline can stop it). :meth:`install` puts in the date functions only on the connection for queries
+    that :func:`~agentgym.envs.sql.clock.guard_dates` cannot vouch for; the other gets
+    ``agentgym_clock_guard`` instead.
     """
 
     def __init__(self, max_value_bytes: int) -> None:
@@ -241,9 +245,12 @@ class _GuardedFunctions:
         self.engine.text_factory = _decode_text
         self.refusal: str | None = None
 
-    def install(self, conn: sqlite3.Connection) -> None:
-        for name, clock_below in _DATE_FUNCTIONS.items():
-            conn.create_function(name, -1, self._date(name, clock_below), deterministic=True)
+    def install(self, conn: sqlite3.Connection, *, dates: bool) -> None:
+        if dates:
+            for name, clock_below in DATE_FUNCTIONS.items():
+                conn.create_function(name, -1, self._date(name, clock_below), deterministic=True)
+        else:
+            conn.create_function(CLOCK_GUARD, 1, self._clock_guard, deterministic=True)
         for name in ("printf", "format"):
             conn.create_function(name, -1, self._printf(name), deterministic=True)
 
@@ -255,13 +262,16 @@ class _GuardedFunctions:
         marks = ", ".join("?" * len(args))
         return self.engine.execute(f"SELECT {name}({marks})", args).fetchone()[0]
 
+    def _clock_guard(self, value: Any) -> Any:
+        try:
+            return clock_guard(value)
+        except ClockRefused as exc:
+            self._refuse(str(exc))
+
     def _date(self, name: str, clock_below: int):
         def guarded(*args: Any) -> Any:
-            if len(args) < clock_below or any(isinstance(a, str) and a.strip().lower() in _CLOCK_ARGS for a in args):
-                self._refuse(
-                    f"{name}() without a date, or with 'now', 'localtime' or 'utc', is not available: the database "
-                    "is a frozen snapshot; use the dates given in the question"
-                )
+            if len(args) < clock_below or any(map(is_clock, args)):
+                self._refuse(str(ClockRefused(name)))
             return self._call(name, args)
 
         return guarded
@@ -339,44 +349,65 @@ class ReadOnlySQLite:
         self.max_columns = int(max_columns)
         self.max_count = int(max_count)
         self._deadline = 0.0
-        self._stopped_by = ""  # the limit the running statement is held to, in words (for the timeout message)
+        self._budget: float | None = None  # the caller's shorter time limit for the running statement, if any
         self._denied: str | None = None
+        self._date_calls = 0  # date-function calls SQLite compiled in the running statement
+        self._vouched: dict[str, None] = {}  # rewritten queries whose compiled calls matched the rewrite
+        self._guarded = _GuardedFunctions(int(max_value_bytes))
+        self._limits = {
+            sqlite3.SQLITE_LIMIT_ATTACHED: 0,
+            sqlite3.SQLITE_LIMIT_LENGTH: int(max_value_bytes),
+            sqlite3.SQLITE_LIMIT_SQL_LENGTH: self.max_sql_chars * 4,  # bytes of UTF-8
+            sqlite3.SQLITE_LIMIT_EXPR_DEPTH: 100,
+            sqlite3.SQLITE_LIMIT_COMPOUND_SELECT: 50,
+            sqlite3.SQLITE_LIMIT_LIKE_PATTERN_LENGTH: 100,
+            sqlite3.SQLITE_LIMIT_TRIGGER_DEPTH: 1,
+            sqlite3.SQLITE_LIMIT_WORKER_THREADS: 0,
+        }
+        try:
+            self._conn: sqlite3.Connection | None = self._connect(dates=False)
+        except ValueError:
+            self._guarded.close()
+            raise
+        self._checked_dates: sqlite3.Connection | None = None  # opened for the first query guard_dates cannot vouch for
+
+    def _connect(self, *, dates: bool) -> sqlite3.Connection:
+        """A hardened connection; ``dates``: with date functions checked in Python instead of SQLite's own."""
         # check_same_thread=False: before, every query of an env stepped from another thread than the one that made
         # it (the MCP server's workers) failed with "SQLite objects created in a thread can only be used in ...".
         conn = sqlite3.connect(f"{self.path.as_uri()}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
         try:
             conn.execute("PRAGMA query_only = 1")
-            limits = {
-                sqlite3.SQLITE_LIMIT_ATTACHED: 0,
-                sqlite3.SQLITE_LIMIT_LENGTH: int(max_value_bytes),
-                sqlite3.SQLITE_LIMIT_SQL_LENGTH: self.max_sql_chars * 4,  # bytes of UTF-8
-                sqlite3.SQLITE_LIMIT_EXPR_DEPTH: 100,
-                sqlite3.SQLITE_LIMIT_COMPOUND_SELECT: 50,
-                sqlite3.SQLITE_LIMIT_LIKE_PATTERN_LENGTH: 100,
-                sqlite3.SQLITE_LIMIT_TRIGGER_DEPTH: 1,
-                sqlite3.SQLITE_LIMIT_WORKER_THREADS: 0,
-            }
-            for category, value in limits.items():
+            for category, value in self._limits.items():
                 conn.setlimit(category, value)
             conn.text_factory = _decode_text
-            self._guarded = _GuardedFunctions(int(max_value_bytes))
-            self._guarded.install(conn)
+            self._guarded.install(conn, dates=dates)
             conn.set_authorizer(self._authorize)
             conn.set_progress_handler(self._past_deadline, 1_000)
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # fail now on a corrupt file
         except sqlite3.Error as exc:
             conn.close()
-            self._guarded.close()
             raise ValueError(f"cannot read {self.path} as a SQLite database: {exc}") from None
-        self._conn: sqlite3.Connection | None = conn
+        return conn
 
     # ------------------------------------------------------------------ internals
 
     def _authorize(self, action: int, arg1: Any, arg2: Any, db_name: Any, source: Any) -> int:
+        if action == sqlite3.SQLITE_FUNCTION:
+            if arg2 == CLOCK_GUARD:
+                return sqlite3.SQLITE_OK
+            if arg2.lower() in DATE_FUNCTIONS:
+                self._date_calls += 1
         verdict = authorizer(action, arg1, arg2, db_name, source)
         if verdict != sqlite3.SQLITE_OK and self._denied is None:
             self._denied = _denial(action, arg1, arg2)
         return verdict
+
+    def _stopped_by(self) -> str:
+        """The limit the running statement was held to, in words."""
+        if self._budget is not None:
+            return f"the {self._budget:.2g} s left of its time budget"
+        return f"the {self.time_limit:g} s limit"
 
     def _past_deadline(self) -> int:
         return time.monotonic() > self._deadline
@@ -395,7 +426,7 @@ class ReadOnlySQLite:
             return QueryError(f"refused: {self._guarded.refusal}", "refused")
         if message == "interrupted":
             return QueryError(
-                f"stopped: the query ran longer than {self._stopped_by} "
+                f"stopped: the query ran longer than {self._stopped_by()} "
                 "(an endless recursive CTE or a join without a join condition?)",
                 "timeout",
             )
@@ -424,45 +455,83 @@ class ReadOnlySQLite:
         sql = check_statement(sql, self.max_sql_chars)
         started = time.monotonic()
         if time_limit is not None and time_limit < self.time_limit:
-            self._deadline = started + max(0.0, time_limit)
-            self._stopped_by = f"the {max(0.0, time_limit):.2g} s left of its time budget"
+            self._budget = max(0.0, time_limit)
+            self._deadline = started + self._budget
         else:
+            self._budget = None
             self._deadline = started + self.time_limit
-            self._stopped_by = f"the {self.time_limit:g} s limit"
+        try:
+            guarded = _guard_dates(sql)
+        except ClockRefused as exc:
+            raise QueryError(f"refused: {exc}", "refused") from None
+        conn = self.conn
+        if guarded is not None and (
+            guarded.calls == 0 or len(guarded.sql.encode()) <= self._limits[sqlite3.SQLITE_LIMIT_SQL_LENGTH]
+        ):
+            try:
+                return self._run(conn, guarded, max_rows, started)
+            except _Unvouched:
+                pass
+            except QueryError as exc:
+                if exc.kind != "error":
+                    raise
+                # SQLite's own error: the slow way below reports it in the agent's words, not the rewrite's
+        if self._checked_dates is None:
+            self._checked_dates = self._connect(dates=True)
+        return self._run(self._checked_dates, None, max_rows, started, sql)
+
+    def _run(
+        self, conn: sqlite3.Connection, guarded: GuardedSQL | None, max_rows: int, started: float, sql: str = ""
+    ) -> QueryResult:
+        """Run ``guarded.sql`` (raising :class:`_Unvouched` if SQLite compiled other date calls than it has), or
+        ``sql`` on the connection with checked date functions."""
         self._denied = self._guarded.refusal = None
+        self._date_calls = 0
+        sql = guarded.sql if guarded is not None else sql
         cursor = None
         try:
-            cursor = self.conn.execute(sql)
+            cursor = conn.execute(sql)
+            if guarded is not None and sql not in self._vouched:
+                if self._date_calls != guarded.calls:
+                    raise _Unvouched
+                if len(self._vouched) >= 256:
+                    self._vouched.clear()
+                self._vouched[sql] = None
             description = cursor.description or ()
             if len(description) > self.max_columns:
                 raise QueryError(
                     f"refused: the result has {len(description)} columns; the limit is {self.max_columns}", "refused"
                 )
-            rows = []
-            total, capped, size = 0, False, 0
-            fetch = cursor.fetchone
-            while (row := fetch()) is not None:
-                if total < max_rows:
-                    size += sum(len(v) if isinstance(v, str | bytes) else 8 for v in row)
-                    if size > self.max_result_bytes:
-                        raise QueryError(
-                            f"refused: the result is larger than {self.max_result_bytes:,} bytes; select fewer or "
-                            "shorter columns, or fewer rows",
-                            "refused",
-                        )
-                    rows.append(row)
-                total += 1
-                if total >= self.max_count and total >= max_rows:
-                    capped = fetch() is not None
-                    break
-        except QueryError:
+            # Rows come in chunks of at most 64 values (each at most max_value_bytes): the first max_rows are kept
+            # (their size bounded), the rest only counted, up to max_count.
+            fetch, step = cursor.fetchmany, max(1, 64 // max(1, len(description)))
+            rows: list[tuple] = []
+            size, more = 0, True
+            while more and len(rows) < max_rows:
+                want = min(step, max_rows - len(rows))
+                chunk = fetch(want)
+                more = len(chunk) == want
+                size += sum(len(v) if isinstance(v, (str, bytes)) else 8 for row in chunk for v in row)
+                if size > self.max_result_bytes:
+                    raise QueryError(
+                        f"refused: the result is larger than {self.max_result_bytes:,} bytes; select fewer or "
+                        "shorter columns, or fewer rows",
+                        "refused",
+                    )
+                rows += chunk
+            total, capped = len(rows), False
+            if more and total == max_rows:
+                while total < self.max_count and (chunk := fetch(min(step, self.max_count - total))):
+                    total += len(chunk)
+                capped = total >= self.max_count and bool(fetch(1))
+        except (QueryError, _Unvouched):
             raise
         except (sqlite3.Error, ValueError, OverflowError, MemoryError) as exc:
             raise self._explain(exc) from None
         finally:
             if cursor is not None:
                 cursor.close()
-        columns = tuple(d[0] for d in description)
+        columns = tuple([d[0] for d in description])
         return QueryResult(columns, tuple(rows), total, capped, time.monotonic() - started)
 
     def tables(self) -> list[str]:
@@ -506,6 +575,9 @@ class ReadOnlySQLite:
     def close(self) -> None:
         if self._conn is not None:
             self._conn.close()
+            if self._checked_dates is not None:
+                self._checked_dates.close()
+                self._checked_dates = None
             self._guarded.close()
             self._conn = None
 
@@ -528,6 +600,13 @@ class ReadOnlySQLite:
             self.close()
         except Exception:
             pass
+
+
+class _Unvouched(Exception):
+    """SQLite compiled other date calls than :func:`~agentgym.envs.sql.clock.guard_dates` guarded."""
+
+
+_guard_dates = functools.lru_cache(maxsize=256)(guard_dates)
 
 
 def _decode_text(data: bytes) -> str:
