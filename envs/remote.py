@@ -17,7 +17,8 @@ Arguments: ``base_url`` (one URL, several as a list or a comma-separated string:
 them, round-robin per process, and stays there); ``transport`` ``"ws"`` (default: one WebSocket per session,
 the low-latency path) or ``"http"``; ``token_env``: the name of an environment variable holding the server's
 bearer token (the token itself never enters ``gym.make``'s kwargs, which reports record); ``timeout_s``: how
-long one call waits for its answer (a CodeSandbox step can take up to 4 × 5 s); ``retries`` and ``backoff_s``:
+long one call waits for its answer, all of it: connecting, retries and every byte of the reply (a server that
+trickles its reply is cut off; a CodeSandbox step can take up to 4 × 5 s); ``retries`` and ``backoff_s``:
 a connection error is retried ``retries`` times after ``backoff_s``, ``2·backoff_s``, … (5 tries over 1.55 s by
 default), then :class:`RemoteEnvUnavailable` is raised. Retrying is safe: every ``reset``/``step`` carries a
 sequence number and the server answers a repeated one from its record instead of stepping twice.
@@ -32,7 +33,9 @@ with ``--operator`` (they hand out answers, so a server an agent under test reac
 :class:`~agentgym.wrappers.DiscreteToolActions`, so the spaces are ``Discrete`` and trajectories are those of
 ``as_discrete(gym.make(env_id))``). :class:`RemoteVectorEnv` steps N sessions at once.
 
-Errors: :class:`RemoteEnvError` (a ``RuntimeError``) for what the server refused, with its one-line reason;
+Errors: :class:`RemoteEnvError` (a ``RuntimeError``) for what the server refused, with its one-line reason, and
+for a reply this client cannot read (a missing field, one of the wrong type, a reward that is not a finite number,
+an observation outside the served space), naming the field;
 :class:`RemoteEnvForbidden` (also a ``PermissionError``) for a wrong token or an operator-only feature;
 :class:`RemoteEnvUnavailable` (also a ``ConnectionError``) when no server answers — an infrastructure failure,
 not the agent's.
@@ -54,13 +57,15 @@ lossy case). Decoding is the exact inverse, so trajectories compare equal with `
 from __future__ import annotations
 
 import base64
+import contextlib
 import hmac
 import itertools
 import json
+import math
 import os
 import socket
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Literal
 
@@ -70,6 +75,7 @@ import numpy as np
 from gymnasium import spaces
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from agentgym import deadline
 from agentgym.core import ObservationParts, TaskInfo, Turn
 from agentgym.spaces import AnyText
 
@@ -363,35 +369,25 @@ class RemoteEnv(gym.Env):
             headers["Authorization"] = f"Bearer {os.environ[token_env]}"
         self._headers = headers
         nodelay = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]  # a request's head and body leave at once
-        self._http = httpx.Client(
-            timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 5.0)),
-            headers=headers,
-            transport=httpx.HTTPTransport(socket_options=nodelay),
+        self._http = deadline.client(
+            timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 5.0)), headers=headers, socket_options=nodelay
         )
         self._ws: Any = None
         self._seq = 0
         self._closed = False
         body = {"protocol": PROTOCOL, **({"view": view} if view != "text" else {})}  # an older server knows no view
         created = self._with_retries(lambda: self._http_call("POST", f"{API}/sessions", body))
-        self.session_id: str = created["session"]
-        self.served_env_id: str = created["env_id"]
-        self.operator: bool = created.get("operator", True)
-        """Whether the server serves its operator's features, the oracle and the discrete view (an older server
-        that does not say served them)."""
-        self._check_served(created, env_id, {**(env_kwargs or {}), **kwargs})
-        if created.get("view", "text") != view:
+        try:
+            with self._reading("session"):
+                self._take_session(created)
+            self._check_served(created, env_id, {**(env_kwargs or {}), **kwargs})
+            if created.get("view", "text") != view:
+                raise RemoteEnvError(
+                    f"the env server at {self.base_url} does not serve a {view} view (an older server?)"
+                )
+        except RemoteEnvError:
             self.close()
-            raise RemoteEnvError(f"the env server at {self.base_url} does not serve a {view} view (an older server?)")
-        self.observation_space = space_from(created["observation_space"])
-        self.action_space = space_from(created["action_space"])
-        self.tools: list[dict[str, Any]] = created["tools"]
-        """The served env's tool schemas (OpenAI-style), as ``info["tools"]`` at reset holds them."""
-        self.max_episode_steps: int | None = created["max_episode_steps"]
-        self.num_tasks: int | None = created["num_tasks"]
-        self.data_checksum: str | None = created.get("data_checksum")
-        """The served env's frozen-data checksum (reports record it), or None."""
-        bounds = created["reward_bounds"]
-        self._reward_bounds = None if bounds is None else (float(bounds[0]), float(bounds[1]))
+            raise
         self.task_info = TaskInfo(
             num_tasks=self.num_tasks,
             reward_bounds=self._reward_bounds,
@@ -408,15 +404,45 @@ class RemoteEnv(gym.Env):
             self.max_observation_length = self.observation_space.max_length
             """The served env's ``max_observation_length`` (the rollout's history budget, as for a ``ToolEnv``)."""
 
+    def _take_session(self, created: dict[str, Any]) -> None:
+        """What a new session's reply says of the served env."""
+        self.session_id: str = _typed(created, "session", str)
+        self.served_env_id: str = _typed(created, "env_id", str)
+        self.operator: bool = _typed(created, "operator", bool, default=True)
+        """Whether the server serves its operator's features, the oracle and the discrete view (an older server
+        that does not say served them)."""
+        self.observation_space = space_from(_typed(created, "observation_space", dict))
+        self.action_space = space_from(_typed(created, "action_space", dict))
+        self.tools: list[dict[str, Any]] = _typed(created, "tools", list)
+        """The served env's tool schemas (OpenAI-style), as ``info["tools"]`` at reset holds them."""
+        self.max_episode_steps: int | None = _typed(created, "max_episode_steps", int, type(None))
+        self.num_tasks: int | None = _typed(created, "num_tasks", int, type(None))
+        self.data_checksum: str | None = _typed(created, "data_checksum", str, type(None), default=None)
+        """The served env's frozen-data checksum (reports record it), or None."""
+        bounds = _typed(created, "reward_bounds", list, type(None))
+        self._reward_bounds = None if bounds is None else (_finite(bounds[0]), _finite(bounds[1]))
+
+    @contextlib.contextmanager
+    def _reading(self, what: str) -> Iterator[None]:
+        """Turns a reply that lacks a field, or holds one of the wrong kind, into a :class:`RemoteEnvError`."""
+        try:
+            yield
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError, RecursionError,
+                AssertionError) as exc:  # fmt: skip  (AssertionError: gymnasium checks space sizes so)
+            detail = f"no {exc.args[0]!r} field" if isinstance(exc, KeyError) else str(exc)[:200]
+            raise RemoteEnvError(
+                f"the env server at {self.base_url} sent a {what} reply this client cannot read: {detail}"
+            ) from None
+
     def _check_served(self, created: dict[str, Any], env_id: str | None, env_kwargs: dict[str, Any]) -> None:
-        served_kwargs = decode(created["env_kwargs"])
+        with self._reading("session"):
+            served_kwargs = decode(created.get("env_kwargs", {}))
         wrong = None
         if env_id is not None and env_id != self.served_env_id:
             wrong = f"it serves {self.served_env_id!r}, not {env_id!r}"
         elif env_kwargs and env_kwargs != served_kwargs:
             wrong = f"it serves {self.served_env_id} with env kwargs {served_kwargs}, not {env_kwargs}"
         if wrong:
-            self.close()
             raise RemoteEnvError(f"the env server at {self.base_url}: {wrong} (start one with --env/--env-kwargs)")
 
     def reward_bounds(self) -> tuple[float, float] | None:
@@ -471,18 +497,31 @@ class RemoteEnv(gym.Env):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         super().reset(seed=seed)
         reply = self._call("reset", {"seed": seed, "options": encode(options)})
-        info = decode(reply["info"])
-        self.success = bool(info.get("success", False))
-        self._take_extras(reply)
+        with self._reading("reset"):
+            observation, info = self._observation(reply), self._info(reply)
+            self._take_extras(reply)
         self._first_parts = self._parts
-        return decode(reply["observation"]), info
+        return observation, info
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         reply = self._call("step", {"action": encode(action)})
-        info = decode(reply["info"])
+        with self._reading("step"):
+            observation, info = self._observation(reply), self._info(reply)
+            reward = _finite(reply["reward"])
+            terminated, truncated = _typed(reply, "terminated", bool), _typed(reply, "truncated", bool)
+            self._take_extras(reply)
+        return observation, reward, terminated, truncated, info
+
+    def _observation(self, reply: dict[str, Any]) -> Any:
+        observation = decode(reply["observation"])
+        if not self.observation_space.contains(observation):
+            raise ValueError(f"the observation is not in the served observation space {self.observation_space}")
+        return observation
+
+    def _info(self, reply: dict[str, Any]) -> dict[str, Any]:
+        info = decode(_typed(reply, "info", dict))
         self.success = bool(info.get("success", False))
-        self._take_extras(reply)
-        return decode(reply["observation"]), float(reply["reward"]), reply["terminated"], reply["truncated"], info
+        return info
 
     def _take_extras(self, reply: dict[str, Any]) -> None:
         """What a reply carries besides the Gymnasium values: a text view's ``parts``, a discrete view's ``menu``."""
@@ -502,7 +541,8 @@ class RemoteEnv(gym.Env):
             if self._ws is not None:
                 self._ws.close()
             if getattr(self, "session_id", None):
-                self._http.delete(f"{self.base_url}{API}/sessions/{self.session_id}", timeout=2.0)
+                with deadline.deadline(time.monotonic() + 2.0):
+                    self._http.delete(f"{self.base_url}{API}/sessions/{self.session_id}", timeout=2.0)
         except (httpx.HTTPError, OSError):
             pass
         finally:
@@ -521,27 +561,33 @@ class RemoteEnv(gym.Env):
         return self._with_retries(lambda: self._ws_call({"op": op, **message}))
 
     def _with_retries(self, call: Any) -> dict[str, Any]:
-        """``call()``, retried after a connection error with exponential backoff; :class:`RemoteEnvUnavailable`
-        once ``retries`` retries have failed."""
+        """``call()``, retried after a connection error with exponential backoff, all of it within ``timeout_s`` (a
+        server that trickles its reply is cut off); :class:`RemoteEnvUnavailable` once ``retries`` retries have
+        failed."""
         started = time.monotonic()
-        for attempt in range(self.retries + 1):
-            try:
-                return call()
-            except RemoteEnvError:  # the server answered (RemoteEnvForbidden is an OSError too): no retry
-                raise
-            except (httpx.TransportError, OSError, _WSClosed) as exc:
-                if isinstance(exc, httpx.TimeoutException) and not isinstance(exc, httpx.ConnectTimeout):
-                    raise RemoteEnvError(
-                        f"the env server at {self.base_url} gave no answer within {self.timeout_s:g} s (timeout_s)"
-                    ) from None
-                self._drop_ws()
-                if attempt == self.retries:
-                    raise RemoteEnvUnavailable(
-                        f"the env server at {self.base_url} is unreachable: {self.retries + 1} tries over "
-                        f"{time.monotonic() - started:.2f} s failed ({type(exc).__name__}: {str(exc)[:120]})"
-                    ) from None
-                time.sleep(self.backoff_s * 2**attempt)
+        with deadline.deadline(started + self.timeout_s):
+            for attempt in range(self.retries + 1):
+                try:
+                    return call()
+                except RemoteEnvError:  # the server answered (RemoteEnvForbidden is an OSError too): no retry
+                    raise
+                except (httpx.TransportError, OSError, _WSClosed) as exc:
+                    timed_out = isinstance(exc, httpx.TimeoutException) and not isinstance(exc, httpx.ConnectTimeout)
+                    self._drop_ws()
+                    if timed_out or deadline.remaining() <= 0:
+                        raise self._no_answer() from None
+                    if attempt == self.retries:
+                        raise RemoteEnvUnavailable(
+                            f"the env server at {self.base_url} is unreachable: {self.retries + 1} tries over "
+                            f"{time.monotonic() - started:.2f} s failed ({type(exc).__name__}: {str(exc)[:120]})"
+                        ) from None
+                    time.sleep(max(0.0, min(self.backoff_s * 2**attempt, deadline.remaining())))
         raise AssertionError("unreachable")
+
+    def _no_answer(self) -> RemoteEnvError:
+        return RemoteEnvError(
+            f"the env server at {self.base_url} gave no answer within {self.timeout_s:g} s (timeout_s)"
+        )
 
     def _http_call(self, method: str, path: str, message: dict[str, Any]) -> dict[str, Any]:
         with self._http.stream(method, f"{self.base_url}{path}", content=dumps(message)) as response:
@@ -562,7 +608,7 @@ class RemoteEnv(gym.Env):
         if self._ws is None:
             url = self.base_url.replace("http", "ws", 1) + f"{API}/sessions/{self.session_id}/ws"
             try:
-                opening = connect(url, additional_headers=self._headers, open_timeout=min(self.timeout_s, 5.0),
+                opening = connect(url, additional_headers=self._headers, open_timeout=deadline.remaining(5.0),
                                   max_size=MAX_REPLY_BYTES, compression=None, ping_interval=None)  # fmt: skip
                 self._ws = opening.__enter__()  # websockets >= 17 wants a context manager; < 17 returns the socket
             except InvalidStatus as exc:
@@ -570,12 +616,10 @@ class RemoteEnv(gym.Env):
                 return self._reply(exc.response.status_code, body)
         try:
             self._ws.send(dumps(message).decode("utf-8"))
-            text = self._ws.recv(timeout=self.timeout_s)
+            text = self._ws.recv(timeout=max(0.0, deadline.remaining(self.timeout_s)))
         except TimeoutError:
             self._drop_ws()
-            raise RemoteEnvError(
-                f"the env server at {self.base_url} gave no answer within {self.timeout_s:g} s (timeout_s)"
-            ) from None
+            raise self._no_answer() from None
         except ConnectionClosed as exc:
             if any(close is not None and close.code == 1009 for close in (exc.sent, exc.rcvd)):  # over max_size
                 self._drop_ws()
@@ -616,6 +660,22 @@ class RemoteEnv(gym.Env):
         return reply
 
 
+def _typed(reply: dict[str, Any], key: str, *kinds: type, **default: Any) -> Any:
+    """``reply[key]`` if it is one of ``kinds`` (``KeyError`` if missing and no ``default`` is given, else
+    ``TypeError``; ``True`` is no ``int`` here)."""
+    value = reply.get(key, default["default"]) if default else reply[key]
+    if not isinstance(value, kinds) or (type(value) is bool and bool not in kinds):
+        raise TypeError(f"{key!r} is a {type(value).__name__}")
+    return value
+
+
+def _finite(value: Any) -> float:
+    """A number the server sent, as a finite float (``ValueError`` for NaN, infinities and what is not a number)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"{str(value)[:40]!r} is not a finite number")
+    return float(value)
+
+
 class _WSClosed(Exception):
     """The WebSocket closed under a call (retried like a connection error)."""
 
@@ -628,7 +688,9 @@ class RemoteOracle:
         self.env = env
 
     def predict(self, observation: Any, state: Any = None, deterministic: bool = True) -> tuple[Any, None]:
-        return decode(self.env._call("oracle", {})["action"]), None
+        reply = self.env._call("oracle", {})
+        with self.env._reading("oracle"):
+            return decode(reply["action"]), None
 
 
 class _Pending(gym.Wrapper):

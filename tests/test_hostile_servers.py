@@ -464,7 +464,8 @@ class Hostile(RawServer):
                 request = b""
                 while b"\r\n\r\n" not in request:
                     request += conn.recv(65536)
-                length = int(re.search(rb"content-length: (\d+)", request, re.I).group(1))
+                declared = re.search(rb"content-length: (\d+)", request, re.I)  # (a DELETE has none)
+                length = int(declared.group(1)) if declared else 0
                 while len(request.split(b"\r\n\r\n", 1)[1]) < length:
                     request += conn.recv(65536)
                 head = f"HTTP/1.1 {self.status} X\r\nContent-Length: {len(self.body)}\r\nConnection: close\r\n\r\n"
@@ -497,5 +498,146 @@ def test_the_remote_client_refuses_a_hostile_server_in_one_line(status, body, wo
             gym.make("agentgym/Remote-v0", base_url=server.url, transport="http", retries=0)
         message = str(refused.value)
         assert words in message and "\n" not in message and len(message) < 500, message
+    finally:
+        server.close()
+
+
+class Trickling(RawServer):
+    """An env server that sends a valid session reply one byte every 20 ms: its head (``head=True``) or its body.
+    No single read waits longer than httpx's read timeout, so only a deadline on the whole call ends it."""
+
+    def __init__(self, head: bool) -> None:
+        self.head = head
+        super().__init__()
+
+    def answer(self, conn: socket.socket) -> None:
+        body = json.dumps({"protocol": "agentgym-env/1", "session": "s"}).encode()
+        head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+        with conn:
+            try:
+                conn.recv(65536)
+                if not self.head:
+                    conn.sendall(head)
+                for byte in (head if self.head else b"") + body:
+                    time.sleep(0.02)
+                    conn.sendall(bytes([byte]))
+            except OSError:
+                pass
+
+
+@pytest.mark.parametrize("head", [True, False], ids=["head", "body"])
+def test_a_trickling_server_is_cut_off_at_the_call_deadline(head):
+    """Before: the timeout was per read, so a reply trickled byte by byte held gym.make (session creation) for as
+    long as the server liked (here ~1.5 s; a hostile one, for ever). Now a call ends by timeout_s, reads together."""
+    from agentgym.envs.remote import RemoteEnvError
+
+    server = Trickling(head)
+    try:
+        started = time.monotonic()
+        with pytest.raises(RemoteEnvError, match=r"gave no answer within 0.3 s"):
+            gym.make("agentgym/Remote-v0", base_url=server.url, transport="http", timeout_s=0.3, retries=0)
+        assert time.monotonic() - started < 1.0
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("transport", ["http", "ws"])
+def test_a_step_slower_than_timeout_s_ends_at_it_on_both_transports(transport):
+    from agentgym.envs.remote import RemoteEnvError
+
+    with EnvServer(SLOW, port=0) as server:
+        env = gym.make("agentgym/Remote-v0", base_url=server.url, transport=transport, timeout_s=0.5, retries=0)
+        env.reset(seed=0)
+        started = time.monotonic()
+        with pytest.raises(RemoteEnvError, match=r"gave no answer within 0.5 s"):
+            env.step('<tool_call>{"name": "wait", "arguments": {"seconds": 2}}</tool_call>')
+        assert time.monotonic() - started < 1.2
+        env.close()
+
+
+GOOD_SESSION = {
+    "protocol": "agentgym-env/1", "session": "s", "env_id": "agentgym/CliffWalk-v0", "env_kwargs": {},
+    "observation_space": {"type": "AnyText", "min_length": 0, "max_length": 100}, "tools": [],
+    "action_space": {"type": "AnyText", "min_length": 0, "max_length": 100},
+    "max_episode_steps": 10, "num_tasks": 1, "reward_bounds": [-1.0, 1.0],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        ({"session": None}, "'session' is a NoneType"),
+        ({"tools": "x"}, "'tools' is a str"),
+        ({"num_tasks": True}, "'num_tasks' is a bool"),
+        ({"observation_space": {"type": "Discrete", "n": -1, "start": 0}}, "session reply"),
+        ({"action_space": {"type": "AnyText"}}, "no 'max_length' field"),
+        ({"reward_bounds": [0, "inf"]}, "'inf' is not a finite number"),
+        ({"env_kwargs": {"$agentgym": "nope"}}, "unknown $agentgym tag"),
+        ({"max_episode_steps": 1.5}, "'max_episode_steps' is a float"),
+    ],
+    ids=["session", "tools", "num_tasks", "space-size", "space-field", "bounds", "kwargs", "steps"],
+)
+def test_a_malformed_session_reply_is_a_remote_env_error_naming_the_field(change, words):
+    """Before: missing or odd fields raised KeyError, ValueError or AttributeError from deep inside the client."""
+    from agentgym.envs.remote import RemoteEnvError
+
+    server = Hostile(200, json.dumps({**GOOD_SESSION, **change}).encode())
+    try:
+        with pytest.raises(RemoteEnvError) as refused:
+            gym.make("agentgym/Remote-v0", base_url=server.url, transport="http", retries=0)
+        message = str(refused.value)
+        assert "cannot read" in message and words in message and "\n" not in message, message
+    finally:
+        server.close()
+
+
+class Scripted(RawServer):
+    """An env server that answers session creation well, then every other request with ``reply``."""
+
+    def __init__(self, reply: dict[str, Any]) -> None:
+        self.reply = reply
+        super().__init__()
+
+    def answer(self, conn: socket.socket) -> None:
+        with conn:
+            try:
+                request = b""
+                while b"\r\n\r\n" not in request:
+                    request += conn.recv(65536)
+                first = request.split(b"\r\n", 1)[0]
+                body = json.dumps(GOOD_SESSION if first.endswith(b"/v1/sessions HTTP/1.1") else self.reply).encode()
+                head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+                conn.sendall(head.encode() + body)
+            except OSError:
+                pass
+
+
+REPLY = {"protocol": "agentgym-env/1", "observation": "o", "info": {}, "reward": 0.0, "terminated": False,
+         "truncated": False}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        ({"reward": float("nan")}, "not a finite number"),
+        ({"reward": "1"}, "not a finite number"),
+        ({"terminated": 1}, "'terminated' is a int"),
+        ({"info": []}, "'info' is a list"),
+        ({"observation": "x" * 101}, "not in the served observation space"),
+        ({"observation": None}, "not in the served observation space"),
+        ({"parts": {"summary": 5}}, "observation parts"),
+    ],
+    ids=["nan", "string-reward", "int-terminated", "info-list", "too-long", "no-observation", "parts"],
+)
+def test_a_malformed_step_reply_is_a_remote_env_error_naming_the_field(change, words):
+    from agentgym.envs.remote import RemoteEnvError
+
+    server = Scripted({**REPLY, **change})
+    try:
+        env = gym.make("agentgym/Remote-v0", base_url=server.url, transport="http", retries=0)
+        with pytest.raises(RemoteEnvError) as refused:
+            env.unwrapped.step("x")
+        message = str(refused.value)
+        assert words in message and "\n" not in message, message
     finally:
         server.close()

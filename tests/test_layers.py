@@ -17,7 +17,8 @@ PACKAGE_DIRS = {"agentgym": ROOT / "agentgym", "agentgym.envs": ROOT / "envs", "
 
 LAYERS = {
     "core": {"agentgym", "agentgym.core", "agentgym.data", "agentgym.episode", "agentgym.parser",
-             "agentgym.registration", "agentgym.spaces", "agentgym.tools", "agentgym.wrappers", "agentgym.conformance"},
+             "agentgym.registration", "agentgym.spaces", "agentgym.tools", "agentgym.wrappers", "agentgym.conformance",
+             "agentgym.deadline"},
     "tasks": {"agentgym.envs"},
     "learners": {"agentgym.trainers"},
     "applications": {"agentgym.app", "agentgym.cli"},

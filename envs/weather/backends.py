@@ -34,6 +34,7 @@ import httpx
 import numpy as np
 from pydantic import BaseModel, ValidationError
 
+from agentgym import deadline
 from agentgym.envs.weather.dataset import (
     SNAPSHOT_V0,
     WeatherRecord,
@@ -203,7 +204,7 @@ class HTTPWeather:
         self.record_path = Path(record) if record else None
         self._recorded: dict[tuple[str, str], dict[str, Any]] = {}
         self._lock = threading.Lock()
-        self._client = httpx.Client(timeout=self.timeout)
+        self._client = deadline.client(timeout=self.timeout)
         self._jitter = random.Random(0)
 
     sample_task = SnapshotWeather.sample_task
@@ -251,15 +252,13 @@ class HTTPWeather:
 
     def _fetch(self, url: str, params: dict[str, str], wait: float, end: float) -> tuple[int, bytes]:
         """One GET: its status and body, read within ``wait`` seconds per read and by ``end`` in all (a server
-        that trickles its body is cut off), at most :data:`MAX_RESPONSE_BYTES` of it."""
-        with self._client.stream("GET", url, params=params, timeout=wait) as response:
+        that trickles its head or body is cut off), at most :data:`MAX_RESPONSE_BYTES` of it."""
+        with deadline.deadline(end), self._client.stream("GET", url, params=params, timeout=wait) as response:
             content = bytearray()
             for chunk in response.iter_bytes():
                 content += chunk
                 if len(content) > MAX_RESPONSE_BYTES:
                     return 502, b""  # a weather record is a few hundred bytes
-                if time.monotonic() > end:
-                    raise httpx.ReadTimeout("the response did not arrive in time")
             return response.status_code, bytes(content)
 
     def weather(self, city: str, date: str, deadline: float | None = None) -> dict[str, Any]:
