@@ -16,6 +16,11 @@ played to its end, else None). ``attempt`` is the attempt the episode ended in u
 Files written before this record (an eval line without ``reward_components``; a training-log line with ``reward``,
 ``env_reward``, ``turns`` and ``response_tokens`` but no observations) are converted when
 read (:meth:`EpisodeRecord.from_line`).
+
+Reading a log back (:func:`read_lines`, :func:`parse_line`): a log is untrusted input (a file from another
+machine, a run killed mid-write), so at most :data:`MAX_LINES` lines of at most :data:`MAX_LINE_BYTES` bytes are
+read, one at a time, and every line that is not an episode (not UTF-8, not JSON, nested past Python's reach,
+numbers whose sum overflows, a field of the wrong type) is a one-line ``ValueError`` reason, never a traceback.
 """
 
 from __future__ import annotations
@@ -23,11 +28,30 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, Field, computed_field
+from pydantic import BaseModel, Field, ValidationError, computed_field, field_validator, model_validator
 
-__all__ = ["EpisodeRecord", "components_of", "convert_old_line", "summary_of"]
+from agentgym.core import valid_utf8
+
+__all__ = [
+    "MAX_LINES",
+    "MAX_LINE_BYTES",
+    "EpisodeRecord",
+    "components_of",
+    "convert_old_line",
+    "parse_line",
+    "read_line_at",
+    "read_lines",
+    "summary_of",
+]
+
+MAX_LINE_BYTES = 4 * 2**20
+"""The longest log line read (4 MiB: an episode of 12 turns of 16 k-character observations is ~200 KB)."""
+MAX_LINES = 200_000
+"""Lines read per log file; the rest are not read (the readers say so)."""
 
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 
@@ -67,6 +91,22 @@ class EpisodeRecord(BaseModel):
     training_reward: FiniteFloat | None = None
     rm_reward: FiniteFloat | None = None
     clipped: int = Field(0, ge=0)
+
+    @field_validator("reset")
+    @classmethod
+    def _reset_arguments(cls, reset: dict[str, Any]) -> dict[str, Any]:
+        seed, options = reset.get("seed"), reset.get("options")
+        if (seed is not None and type(seed) is not int) or (options is not None and not isinstance(options, dict)):
+            raise ValueError("seed must be an integer or null and options an object or null")
+        return reset
+
+    @model_validator(mode="after")
+    def _sums_are_finite(self) -> EpisodeRecord:
+        try:
+            math.fsum(self.rewards)
+        except OverflowError:
+            raise ValueError("rewards: their sum is past the float range") from None
+        return self
 
     @computed_field
     @property
@@ -171,3 +211,76 @@ def components_of(info: dict[str, Any]) -> dict[str, float]:
     if not isinstance(components, dict):
         return {}
     return {str(k): float(v) for k, v in components.items() if isinstance(v, int | float)}
+
+
+def read_lines(
+    path: str | Path, max_line_bytes: int | None = None, max_lines: int | None = None
+) -> Iterator[tuple[int, int, bytes | str]]:
+    """``(line number, byte offset, raw line)`` of a log file (blank lines skipped), or ``(n, offset, reason)`` for a
+    line past the limits: at most ``max_lines`` lines (:data:`MAX_LINES`; then one last reason) of
+    ``max_line_bytes`` bytes (:data:`MAX_LINE_BYTES`; a longer one is skipped unread); memory is bounded by one line.
+    A raw line keeps its ``\n`` (a torn last line has none); :func:`read_line_at` reads it again by its offset."""
+    max_line_bytes = MAX_LINE_BYTES if max_line_bytes is None else max_line_bytes
+    max_lines = MAX_LINES if max_lines is None else max_lines
+    with Path(path).open("rb") as f:
+        n, offset = 0, 0
+        while raw := f.readline(max_line_bytes + 1):
+            n, start = n + 1, offset
+            offset += len(raw)
+            if n > max_lines:
+                yield n, start, f"more than {max_lines:,} lines: the rest of the file was not read"
+                return
+            if len(raw) > max_line_bytes and not raw.endswith(b"\n"):
+                while (more := f.readline(max_line_bytes)) and not more.endswith(b"\n"):  # skip the rest of it
+                    offset += len(more)
+                offset += len(more)
+                yield n, start, f"longer than {max_line_bytes:,} bytes"
+                continue
+            if raw.strip():
+                yield n, start, raw
+
+
+def read_line_at(path: str | Path, offset: int, max_line_bytes: int | None = None) -> bytes:
+    """The raw line that starts at byte ``offset`` (as :func:`read_lines` gave it), at most ``max_line_bytes``."""
+    with Path(path).open("rb") as f:
+        f.seek(offset)
+        return f.readline((MAX_LINE_BYTES if max_line_bytes is None else max_line_bytes) + 1)
+
+
+def parse_line(raw: bytes) -> EpisodeRecord:
+    """One log line as an :class:`EpisodeRecord` (converted if written before it), its text made valid UTF-8 (a JSON
+    escape can spell a lone surrogate, which printing or writing it back would fail on); a one-line ``ValueError``
+    with the reason if it is not one."""
+    try:
+        data = _valid_text(json.loads(raw.rstrip(b"\r\n").decode("utf-8")))
+    except UnicodeDecodeError:
+        raise ValueError("not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:
+        raise ValueError("nested deeper than Python reads") from None
+    except ValueError as exc:  # an integer of more digits than Python converts
+        raise ValueError(f"not JSON ({' '.join(str(exc).split())[:120]})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"expected a JSON object (an episode), got {type(data).__name__}")
+    try:
+        return EpisodeRecord.from_line(data)
+    except ValidationError as exc:
+        error = exc.errors(include_url=False)[0]
+        where = ".".join(map(str, error["loc"]))
+        more = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
+        text = " ".join(f"{where}: {error['msg']}".removeprefix(": ").replace("Value error, ", "").split())
+        raise ValueError(f"not an episode ({text[:200]}{more})") from None
+    except (ValueError, TypeError, KeyError, OverflowError, RecursionError) as exc:  # from converting an old line
+        raise ValueError(f"not an episode ({type(exc).__name__}: {' '.join(str(exc).split())[:160]})") from None
+
+
+def _valid_text(value: Any) -> Any:
+    """``value`` with every string made valid UTF-8."""
+    if isinstance(value, str):
+        return valid_utf8(value)
+    if isinstance(value, dict):
+        return {_valid_text(k): _valid_text(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_valid_text(v) for v in value]
+    return value

@@ -78,9 +78,9 @@ GOOD = json.dumps(episode(1, 1.0, True))
 @pytest.mark.parametrize(
     "line, problem",
     [
-        (b'{"training_step": 1, "training_reward": ', "Expecting value: line 1 column 41 (char 40)"),
+        (b'{"training_step": 1, "training_reward": ', "not JSON (Expecting value at column 41)"),
         (GOOD.replace('"Lima"', '"Lima"').replace("answer", "\xe9").encode("latin-1"), "not UTF-8 text"),
-        (b"[1, 2, 3]", "Input should be a valid dictionary"),
+        (b"[1, 2, 3]", "expected a JSON object (an episode), got list"),
         (GOOD.replace('"training_reward": 1.0', '"training_reward": NaN').encode(),
          "training_reward: Input should be a finite number"),
         (GOOD.replace('"training_reward": 1.0, ', "").encode(), "training_reward: Field required"),

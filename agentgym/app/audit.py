@@ -26,6 +26,10 @@ Replays: the audited episodes (at most ``max_replays``, highest reward first) ar
 kwargs); a run without that config, or an env that cannot be made, is audited without replays (``replayed`` 0).
 The report gives the largest and the mean process reward per replayed episode next to the bound.
 
+The log is read twice, one line at a time (a few numbers per episode kept, then the audited ones read again by
+their offsets), so memory does not grow with its lines; a line that is not an episode or is past the limits stops
+the audit with a one-line error naming it (:func:`logged_episodes`).
+
 The share of top episodes that fail the rules is the headline: near 0 for an honest reward; a
 reward model being hacked shows it rising over training.
 """
@@ -35,56 +39,52 @@ from __future__ import annotations
 import json
 import math
 import statistics
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import gymnasium as gym
 from pydantic import BaseModel
 
-from agentgym.app.reports import error_line
-from agentgym.core import task_info, valid_utf8
-from agentgym.episode import EpisodeRecord
+from agentgym.core import task_info
+from agentgym.episode import EpisodeRecord, parse_line, read_line_at, read_lines
 
-__all__ = ["AuditReport", "audit_run", "format_audit", "read_logged_episodes"]
+__all__ = ["AuditReport", "audit_run", "format_audit", "logged_episodes", "read_logged_episodes"]
 
 
 def read_logged_episodes(path: str | Path) -> list[EpisodeRecord]:
-    """The episodes of a training run's ``episodes.jsonl`` as :class:`~agentgym.episode.EpisodeRecord` (lines
-    written before it converted), their text made valid UTF-8. Each must be a training run's: with its
-    ``training_step`` and ``training_reward``.
+    """The episodes of a training run's ``episodes.jsonl`` (see :func:`logged_episodes`), as a list."""
+    return [episode for _, _, episode in logged_episodes(path)]
+
+
+def logged_episodes(path: str | Path) -> Iterator[tuple[int, int, EpisodeRecord]]:
+    """``(line number, byte offset, episode)`` of a training run's ``episodes.jsonl``, one line in memory at a time,
+    as :class:`~agentgym.episode.EpisodeRecord` (lines written before it converted), their text made valid UTF-8.
+    Each must be a training run's: with its ``training_step`` and ``training_reward``.
 
     Lines end at ``\\n`` only. A last line without its newline that is not a whole episode is skipped (the run was
-    killed while writing it; resuming the run cuts it). Any other line that is not an episode raises a one-line
-    ``ValueError`` naming the file, the line and the first problem.
+    killed while writing it; resuming the run cuts it). Any other line that is not an episode, or is past the limits
+    (:data:`~agentgym.episode.MAX_LINE_BYTES` a line, :data:`~agentgym.episode.MAX_LINES` lines), raises a one-line
+    ``ValueError`` naming the file, the line and the first problem or the limit.
     """
     path = Path(path)
-    episodes = []
-    with path.open("rb") as f:  # a binary file splits at b"\n" only, line by line
-        for n, raw in enumerate(f, 1):
-            if not raw.strip():
-                continue
-            try:
-                episode = EpisodeRecord.from_line(_valid_text(json.loads(raw.rstrip(b"\r\n").decode("utf-8"))))
-                if episode.training_step is None or episode.training_reward is None:
-                    raise ValueError("training_step, training_reward: Field required (not a training run's episode)")
-            except ValueError as exc:  # UnicodeDecodeError, JSONDecodeError, pydantic's ValidationError
-                if not raw.endswith(b"\n"):  # the last line, torn
-                    break
-                reason = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else error_line(exc)
-                raise ValueError(f"{path}:{n}: not a logged episode ({reason})") from None
-            episodes.append(episode)
-    return episodes
-
-
-def _valid_text(value: Any) -> Any:
-    """``value`` with every string made valid UTF-8 (a JSON escape can spell a lone surrogate; printing it fails)."""
-    if isinstance(value, str):
-        return valid_utf8(value)
-    if isinstance(value, dict):
-        return {_valid_text(k): _valid_text(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_valid_text(v) for v in value]
-    return value
+    for n, offset, raw in read_lines(path):
+        try:
+            if isinstance(raw, str):
+                raise ValueError(raw)
+            episode = parse_line(raw)
+            if episode.training_step is None or episode.training_reward is None:
+                raise ValueError("training_step, training_reward: Field required (not a training run's episode)")
+        except ValueError as exc:
+            if isinstance(raw, bytes) and not raw.endswith(b"\n"):  # the last line, torn
+                return
+            reason = (
+                str(exc).removeprefix("not an episode (").removesuffix(")")
+                if str(exc).startswith("not an episode (")
+                else str(exc)
+            )
+            raise ValueError(f"{path}:{n}: not a logged episode ({reason})") from None
+        yield n, offset, episode
 
 
 class AuditReport(BaseModel):
@@ -122,21 +122,26 @@ def audit_run(
     path = Path(run_dir) / "episodes.jsonl"
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found: audit reads the episodes a GRPO/PPO run logs (log_episodes=True)")
-    episodes = read_logged_episodes(path)
-    if not episodes:
+    # Pass 1 keeps a few numbers per episode; pass 2 reads the audited ones again, one at a time, by their offsets.
+    stats = [
+        _Stats(offset, e.training_reward, e.total_reward, e.completion_tokens / max(1, e.turns), e.success,
+               e.training_step)
+        for _, offset, e in logged_episodes(path)
+    ]  # fmt: skip
+    if not stats:
         raise ValueError(f"{path} holds no episodes")
-    rewards = sorted(e.training_reward for e in episodes)
+    rewards = sorted(e.training_reward for e in stats)
     threshold = rewards[min(len(rewards) - 1, int(quantile * len(rewards)))]
-    env_median = statistics.median(e.total_reward for e in episodes)
-    lengths = [e.completion_tokens / max(1, e.turns) for e in episodes]
-    median = statistics.median(lengths)
-    mad = 1.4826 * statistics.median(abs(x - median) for x in lengths) or 1.0
-    audited = [(e, n) for e, n in zip(episodes, lengths, strict=True) if e.training_reward >= threshold]
-    audited.sort(key=lambda item: -item[0].training_reward)
+    env_median = statistics.median(e.total_reward for e in stats)
+    median = statistics.median(e.length for e in stats)
+    mad = 1.4826 * statistics.median(abs(e.length - median) for e in stats) or 1.0
+    audited = sorted((e for e in stats if e.training_reward >= threshold), key=lambda e: -e.training_reward)
     replayer = _Replayer.for_run(Path(run_dir)) if max_replays > 0 else None
     process: list[float] = []
     flagged = []
-    for k, (e, length) in enumerate(audited):
+    for k, stat in enumerate(audited):
+        e = _episode_at(path, stat.offset)
+        length = stat.length
         flags = []
         if replayer is not None and k < max_replays and (replay := replayer.replay(e)) is not None:
             total, earned = replay
@@ -158,21 +163,23 @@ def audit_run(
             flags.append("short")
         if not all(e.canonical) or not all(e.valid):
             flags.append("format")
-        if flags:
+        if flags and len(flagged) < top:
             flagged.append({**e.model_dump(exclude={"observations"}), "flags": flags, "tokens_per_turn": length})
+        if len(flagged) >= top and (replayer is None or k + 1 >= max_replays):
+            break  # nothing left that could be flagged in the list or replayed
     if replayer is not None:
         replayer.env.close()
     by_step: dict[int, list[bool]] = {}
-    for e, _ in audited:
+    for e in audited:
         by_step.setdefault(e.training_step, []).append(not e.success)
     return AuditReport(
         run_dir=str(run_dir),
-        episodes=len(episodes),
+        episodes=len(stats),
         threshold=threshold,
         audited=len(audited),
-        rule_fail_rate=sum(not e.success for e, _ in audited) / len(audited),
+        rule_fail_rate=sum(not e.success for e in audited) / len(audited),
         rule_fail_rate_by_step={s: sum(v) / len(v) for s, v in sorted(by_step.items())},
-        flagged=flagged[:top],
+        flagged=flagged,
         replayed=len(process),
         process_bound=replayer.bound if replayer is not None else None,
         process_max=max(process) if process else None,
@@ -181,6 +188,25 @@ def audit_run(
             replayer is not None and replayer.bound is not None and p > replayer.bound + 1e-9 for p in process
         ),
     )
+
+
+class _Stats(NamedTuple):
+    """What pass 1 keeps of an episode."""
+
+    offset: int
+    training_reward: float
+    total_reward: float
+    length: float
+    success: bool
+    training_step: int
+
+
+def _episode_at(path: Path, offset: int) -> EpisodeRecord:
+    """The episode whose line starts at ``offset`` (read in pass 1), read again."""
+    try:
+        return parse_line(read_line_at(path, offset))
+    except ValueError as exc:
+        raise ValueError(f"{path} changed while it was audited ({exc})") from None
 
 
 class _Replayer:

@@ -31,11 +31,15 @@ messages rendered with the same template.
 
 Input files are untrusted: at most :data:`MAX_LINES` lines of at most :data:`MAX_LINE_BYTES` bytes each are read
 (beyond, the rest of the file is skipped and reported); a line that is not an episode is skipped with a one-line
-reason naming the file and line (the first :data:`SHOWN_ERRORS` are in the report).
+reason naming the file and line (the first :data:`SHOWN_ERRORS` are in the report). Files are streamed: SFT examples
+are written as their episodes are read, and a pair's two episodes are read again by their offsets, so memory holds
+one line and a hash per example. The outputs appear only when all of them are written (no half-written
+``sft.jsonl``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import defaultdict
 from collections.abc import Iterator
@@ -43,11 +47,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 import gymnasium as gym
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from agentgym.app.reports import error_line, write_json
-from agentgym.core import ToolEnv, valid_utf8
-from agentgym.episode import EpisodeRecord
+from agentgym.core import ToolEnv
+from agentgym.episode import MAX_LINE_BYTES, MAX_LINES, EpisodeRecord, parse_line, read_line_at, read_lines
 from agentgym.registration import make_env, split_kwargs
 
 __all__ = [
@@ -60,10 +64,6 @@ __all__ = [
     "read_episode_lines",
 ]
 
-MAX_LINE_BYTES = 4 * 2**20
-"""The longest line read (4 MiB: an episode of 12 turns of 16 k-character observations is ~200 KB)."""
-MAX_LINES = 200_000
-"""Lines read per file; the rest are skipped (and reported)."""
 SHOWN_ERRORS = 20
 """Bad lines the report names one by one (all are counted)."""
 
@@ -106,26 +106,9 @@ class DataReport(BaseModel):
     """Share of the read episodes that were successful (the source agent's success)."""
 
 
-def read_episode_lines(path: Path) -> Iterator[tuple[int, bytes | str]]:
-    """``(line number, raw line)`` of a file, or ``(n, reason)`` for a line past the limits, at most
-    :data:`MAX_LINES` lines of :data:`MAX_LINE_BYTES` bytes; memory is bounded by one line."""
-    with path.open("rb") as f:
-        n = 0
-        while True:
-            raw = f.readline(MAX_LINE_BYTES + 1)
-            if not raw:
-                return
-            n += 1
-            if n > MAX_LINES:
-                yield n, f"more than {MAX_LINES:,} lines: the rest of the file was not read"
-                return
-            if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
-                while (more := f.readline(MAX_LINE_BYTES)) and not more.endswith(b"\n"):  # skip the rest of it
-                    pass
-                yield n, f"longer than {MAX_LINE_BYTES:,} bytes"
-                continue
-            if raw.strip():
-                yield n, raw
+def read_episode_lines(path: Path) -> Iterator[tuple[int, int, bytes | str]]:
+    """:func:`agentgym.episode.read_lines` with this module's limits."""
+    return read_lines(path, MAX_LINE_BYTES, MAX_LINES)
 
 
 class _Source:
@@ -181,62 +164,103 @@ def build_data(inputs: list[str | Path], out_dir: str | Path, config: DataConfig
         sources.append(_Source(path, cfg.env_id))
     _check_template(cfg.turn_template)
     out = Path(out_dir)
-    dropped: dict[str, int] = defaultdict(int)
-    skips: dict[str, int] = defaultdict(int)
-    errors: list[str] = []
-    bad = 0
+    created = not out.exists()
+    out.mkdir(parents=True, exist_ok=True)
+    writing = {name: out / f".{name}.partial" for name in ("sft.jsonl", "pairs.jsonl")}  # renamed once all is done
+    counts = _Counts()
     per_file: dict[str, dict[str, Any]] = {}
-    episodes: list[tuple[_Source, EpisodeRecord]] = []
+    groups: dict[str, list[tuple[float, int, int]]] = defaultdict(list)  # task -> (reward, source, offset) each
     try:
-        for source in sources:
-            counts = {"env_id": source.env_id, "kind": source.kind, "lines": 0, "episodes": 0, "bad_lines": 0}
-            per_file[str(source.path)] = counts
-            if cfg.env_id is not None and source.env_id != cfg.env_id:
-                dropped["another env"] += sum(1 for _ in read_episode_lines(source.path))
-                continue
-            for n, raw in read_episode_lines(source.path):
-                counts["lines"] += 1
-                try:
-                    if isinstance(raw, str):  # a line past the limits: the reason
-                        raise ValueError(raw)
-                    record = _episode(raw)
-                except ValueError as exc:
-                    reason = str(exc)
-                    if reason.startswith("dropped: "):
-                        dropped[reason.removeprefix("dropped: ")] += 1
-                        continue
-                    bad += 1
-                    counts["bad_lines"] += 1
-                    if len(errors) < SHOWN_ERRORS:
-                        errors.append(f"{source.path}:{n}: {reason}")
+        with writing["sft.jsonl"].open("w", encoding="utf-8") as sft:
+            for k, source in enumerate(sources):
+                lines = {"env_id": source.env_id, "kind": source.kind, "lines": 0, "episodes": 0, "bad_lines": 0}
+                per_file[str(source.path)] = lines
+                if cfg.env_id is not None and source.env_id != cfg.env_id:
+                    counts.dropped["another env"] += sum(1 for _ in read_episode_lines(source.path))
                     continue
-                counts["episodes"] += 1
-                episodes.append((source, record))
-        sft, kept = _sft_examples(episodes, cfg, dropped)
-        pairs, tasks = _pairs(episodes, cfg, skips)
+                for n, offset, raw in read_episode_lines(source.path):
+                    lines["lines"] += 1
+                    record = counts.episode(source, n, raw)
+                    if record is None:
+                        lines["bad_lines"] += counts.last_was_bad
+                        continue
+                    lines["episodes"] += 1
+                    _write_sft(sft, source, record, cfg, counts)
+                    if record.error is None and record.turns:
+                        groups[source.task_key(record.reset)].append((record.total_reward, k, offset))
+        with writing["pairs.jsonl"].open("w", encoding="utf-8") as pairs:
+            _write_pairs(pairs, sources, groups, cfg, counts)
+        for name, partial in writing.items():
+            partial.replace(out / name)
+    except BaseException:
+        for partial in writing.values():
+            partial.unlink(missing_ok=True)
+        if created:
+            out.rmdir()  # nothing half-written: not even the folder
+        raise
     finally:
         for source in sources:
             source.close()
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "sft.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in sft), encoding="utf-8")
-    (out / "pairs.jsonl").write_text("".join(json.dumps(p, ensure_ascii=False) + "\n" for p in pairs), encoding="utf-8")
-    finished = [r for _, r in episodes if r.error is None]
     report = DataReport(
         inputs=per_file,
-        episodes=len(episodes),
-        sft_episodes=kept,
-        sft_examples=len(sft),
-        dropped=dict(dropped),
-        tasks=tasks,
-        pairs=len(pairs),
-        pair_skips=dict(skips),
-        bad_lines=bad,
-        errors=errors,
-        sft_success_rate=sum(r.success for r in finished) / len(finished) if finished else None,
+        episodes=counts.episodes,
+        sft_episodes=counts.sft_episodes,
+        sft_examples=counts.sft_examples,
+        dropped=dict(counts.dropped),
+        tasks=len(groups),
+        pairs=counts.pairs,
+        pair_skips=dict(counts.skips),
+        bad_lines=counts.bad,
+        errors=counts.errors,
+        sft_success_rate=counts.successes / counts.finished if counts.finished else None,
     )
     write_json(out / "report.json", report)
     (out / "report.md").write_text(format_report(report) + "\n", encoding="utf-8")
     return report
+
+
+class _Counts:
+    """What :func:`build_data` counted while it streamed the inputs (memory: one hash per example or pair written)."""
+
+    def __init__(self) -> None:
+        self.dropped: dict[str, int] = defaultdict(int)
+        self.skips: dict[str, int] = defaultdict(int)
+        self.errors: list[str] = []
+        self.bad = self.episodes = self.finished = self.successes = 0
+        self.sft_episodes = self.sft_examples = self.pairs = 0
+        self.seen: set[bytes] = set()
+        self.last_was_bad = False
+
+    def episode(self, source: _Source, n: int, raw: bytes | str) -> EpisodeRecord | None:
+        """The line's episode, or None (a bad line counted and named, or a dropped one counted)."""
+        self.last_was_bad = False
+        try:
+            if isinstance(raw, str):  # a line past the limits: the reason
+                raise ValueError(raw)
+            record = _episode(raw)
+        except ValueError as exc:
+            reason = str(exc)
+            if reason.startswith("dropped: "):
+                self.dropped[reason.removeprefix("dropped: ")] += 1
+                return None
+            self.bad += 1
+            self.last_was_bad = True
+            if len(self.errors) < SHOWN_ERRORS:
+                self.errors.append(f"{source.path}:{n}: {reason}")
+            return None
+        self.episodes += 1
+        if record.error is None:
+            self.finished += 1
+            self.successes += record.success
+        return record
+
+    def new(self, value: Any) -> bool:
+        """Whether ``value`` was not written before (remembered by its hash)."""
+        key = hashlib.sha256(json.dumps(value, sort_keys=True).encode("utf-8", "replace")).digest()
+        if key in self.seen:
+            return False
+        self.seen.add(key)
+        return True
 
 
 def _check_template(template: str) -> None:
@@ -251,18 +275,7 @@ def _check_template(template: str) -> None:
 
 def _episode(raw: bytes) -> EpisodeRecord:
     """One line as an episode with its observations; ``ValueError`` with the reason."""
-    try:
-        data = json.loads(raw.rstrip(b"\r\n").decode("utf-8"))
-    except UnicodeDecodeError:
-        raise ValueError("not UTF-8 text") from None
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"not JSON ({exc.msg} at column {exc.colno})") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"expected a JSON object (an episode), got {type(data).__name__}")
-    try:
-        record = EpisodeRecord.from_line(data)
-    except ValidationError as exc:
-        raise ValueError(f"not an episode ({error_line(exc)})") from None
+    record = parse_line(raw)
     if not record.observations and record.turns:
         raise ValueError("dropped: no observations (a training log written before they were kept)")
     if len(record.observations) != record.turns + 1 or len(record.rewards) != record.turns:
@@ -270,7 +283,7 @@ def _episode(raw: bytes) -> EpisodeRecord:
             f"{record.turns} actions need {record.turns + 1} observations and {record.turns} rewards, got "
             f"{len(record.observations)} and {len(record.rewards)}"
         )
-    return record.model_copy(update={"observations": [valid_utf8(o) for o in record.observations]})
+    return record
 
 
 def _messages(source: _Source, record: EpisodeRecord, cfg: DataConfig) -> list[dict[str, str]]:
@@ -300,91 +313,93 @@ def _tools(source: _Source) -> list[dict[str, Any]]:
     return [t.schema for t in base.tools.values()] if isinstance(base, ToolEnv) else []
 
 
-def _sft_examples(
-    episodes: list[tuple[_Source, EpisodeRecord]], cfg: DataConfig, dropped: dict[str, int]
-) -> tuple[list[dict[str, Any]], int]:
-    examples, seen, kept = [], set(), 0
-    for source, record in episodes:
-        if record.error is not None:
-            reason = "failed (error)"
-        elif not record.success:
-            reason = "not successful"
-        elif cfg.min_reward is not None and record.total_reward < cfg.min_reward:
-            reason = f"reward below {cfg.min_reward:g}"
-        elif cfg.max_turns is not None and record.turns > cfg.max_turns:
-            reason = f"more than {cfg.max_turns} turns"
-        elif (
-            cfg.context == "summary"
-            and "{summary}" in cfg.turn_template
-            and not (len(record.summaries) == len(record.observations) and all(record.summaries))
-        ):
-            reason = "no state summary in the record"
-        else:
-            reason = None
-        if reason is not None:
-            dropped[reason] += 1
+def _write_sft(out: Any, source: _Source, record: EpisodeRecord, cfg: DataConfig, counts: _Counts) -> None:
+    """Write the episode's SFT examples if it is kept, else count why it was dropped."""
+    if record.error is not None:
+        reason = "failed (error)"
+    elif not record.success:
+        reason = "not successful"
+    elif cfg.min_reward is not None and record.total_reward < cfg.min_reward:
+        reason = f"reward below {cfg.min_reward:g}"
+    elif cfg.max_turns is not None and record.turns > cfg.max_turns:
+        reason = f"more than {cfg.max_turns} turns"
+    elif (
+        cfg.context == "summary"
+        and "{summary}" in cfg.turn_template
+        and not (len(record.summaries) == len(record.observations) and all(record.summaries))
+    ):
+        reason = "no state summary in the record"
+    else:
+        reason = None
+    if reason is not None:
+        counts.dropped[reason] += 1
+        return
+    messages = _messages(source, record, cfg)
+    if cfg.context == "summary":  # one example a turn: the system prompt, the turn's user message, the action
+        head = messages[:1] if cfg.system_prompt else []
+        body = messages[len(head) :]
+        chunks = [head + body[i : i + 2] for i in range(0, len(body), 2)]
+    else:
+        chunks = [messages]
+    new = 0
+    for chunk in chunks:
+        if cfg.dedupe and not counts.new(chunk):
             continue
-        messages = _messages(source, record, cfg)
-        if cfg.context == "summary":  # one example a turn: the system prompt, the turn's user message, the action
-            head = messages[:1] if cfg.system_prompt else []
-            body = messages[len(head) :]
-            chunks = [head + body[i : i + 2] for i in range(0, len(body), 2)]
-        else:
-            chunks = [messages]
-        new = 0
-        for chunk in chunks:
-            key = json.dumps(chunk, sort_keys=True)
-            if cfg.dedupe and key in seen:
-                continue
-            seen.add(key)
-            examples.append({"messages": chunk, "tools": _tools(source)})
-            new += 1
-        if new == 0:
-            dropped["duplicate"] += 1
-            continue
-        kept += 1
-    return examples, kept
+        out.write(json.dumps({"messages": chunk, "tools": _tools(source)}, ensure_ascii=False) + "\n")
+        new += 1
+    if new == 0:
+        counts.dropped["duplicate"] += 1
+        return
+    counts.sft_episodes += 1
+    counts.sft_examples += new
 
 
-def _pairs(
-    episodes: list[tuple[_Source, EpisodeRecord]], cfg: DataConfig, skips: dict[str, int]
-) -> tuple[list[dict[str, Any]], int]:
-    groups: dict[str, list[tuple[_Source, EpisodeRecord]]] = defaultdict(list)
-    for source, record in episodes:
-        if record.error is None and record.turns:
-            groups[source.task_key(record.reset)].append((source, record))
-    pairs, seen = [], set()
+def _write_pairs(
+    out: Any,
+    sources: list[_Source],
+    groups: dict[str, list[tuple[float, int, int]]],
+    cfg: DataConfig,
+    counts: _Counts,
+) -> None:
+    """Pair the k-th best with the k-th worst episode of each task, reading the two lines again by their offsets."""
+
+    def record(ref: tuple[float, int, int]) -> tuple[_Source, EpisodeRecord]:
+        source = sources[ref[1]]
+        return source, _episode(read_line_at(source.path, ref[2], MAX_LINE_BYTES))
+
     for group in groups.values():
         if len(group) < 2:
-            skips["task played once"] += 1
+            counts.skips["task played once"] += 1
             continue
-        ranked = sorted(group, key=lambda item: -item[1].total_reward)  # stable: input order breaks ties
+        ranked = sorted(group, key=lambda ref: -ref[0])  # stable: input order breaks ties
         for k in range(cfg.pairs_per_task):
             if k >= len(ranked) - 1 - k:
                 break
-            (best_source, best), (worst_source, worst) = ranked[k], ranked[-1 - k]
-            if best.total_reward - worst.total_reward <= cfg.min_margin:
-                skips["rewards tie (within min_margin)"] += 1
+            if ranked[k][0] - ranked[-1 - k][0] <= cfg.min_margin:
+                counts.skips["rewards tie (within min_margin)"] += 1
                 break
+            try:
+                (best_source, best), (worst_source, worst) = record(ranked[k]), record(ranked[-1 - k])
+            except (OSError, ValueError):  # the file changed since it was read
+                counts.skips["episode changed on disk"] += 1
+                continue
             chosen, rejected = _messages(best_source, best, cfg), _messages(worst_source, worst, cfg)
             first = next(i for i, m in enumerate(chosen) if m["role"] == "assistant")
             if chosen[:first] != rejected[:first]:
-                skips["prompts differ"] += 1
+                counts.skips["prompts differ"] += 1
                 continue
-            record = {
+            pair = {
                 "chosen": chosen,
                 "rejected": rejected,
                 "chosen_reward": best.total_reward,
                 "rejected_reward": worst.total_reward,
                 "reset": best.reset,
             }
-            key = json.dumps(record, sort_keys=True)
-            if cfg.dedupe and key in seen:
-                skips["duplicate"] += 1
+            if cfg.dedupe and not counts.new(pair):
+                counts.skips["duplicate"] += 1
                 continue
-            seen.add(key)
-            pairs.append(record)
-    return pairs, len(groups)
+            out.write(json.dumps(pair, ensure_ascii=False) + "\n")
+            counts.pairs += 1
 
 
 def format_report(report: DataReport) -> str:
