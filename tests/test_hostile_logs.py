@@ -87,9 +87,10 @@ def test_memory_stays_bounded_whatever_the_lines_hold(tmp_path, command):
         f.write("]}\n" + GOOD + "\n")  # a line of 2,000,000 observations
     args = ["audit", str(tmp_path), "--max-replays", "0"] if command == "audit" else [
         "data", str(path), "--out", str(tmp_path / "out"), "--env", "agentgym/WeatherRun-v0"]  # fmt: skip
-    child = (
-        "import resource, sys; from agentgym.cli import main; rc = main(sys.argv[1:]); "
-        "print('peak', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr); sys.exit(rc)"
+    child = (  # VmHWM: this process's own peak (ru_maxrss would count the forked parent's RSS before exec)
+        "import re, sys; from agentgym.cli import main; rc = main(sys.argv[1:]); "
+        "print('peak', re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1), file=sys.stderr); "
+        "sys.exit(rc)"
     )
     result = subprocess.run([sys.executable, "-c", child, *args], capture_output=True, text=True, timeout=120)
     assert result.returncode == (2 if command == "audit" else 0), result.stderr

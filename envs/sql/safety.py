@@ -396,7 +396,7 @@ class ReadOnlySQLite:
         if action == sqlite3.SQLITE_FUNCTION:
             if arg2 == CLOCK_GUARD:
                 return sqlite3.SQLITE_OK
-            if arg2.lower() in DATE_FUNCTIONS:
+            if (arg2 or "").lower() in DATE_FUNCTIONS:
                 self._date_calls += 1
         verdict = authorizer(action, arg1, arg2, db_name, source)
         if verdict != sqlite3.SQLITE_OK and self._denied is None:
