@@ -846,7 +846,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="Q-learning vs SARSA on CliffWalk, WeatherRun, and a tiny LLM, with plots")
     p.add_argument("--out", default="runs/demo")
     p.add_argument("--episodes", type=int, default=500)
-    p.add_argument("--llm-steps", type=int, default=10, help="GRPO steps of the tiny-LLM lesson (0 skips it)")
+    p.add_argument("--llm-steps", type=int, default=20, help="GRPO steps of the tiny-LLM lesson (0 skips it)")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(fn=_cmd_demo)
 

@@ -6,7 +6,7 @@
 2. WeatherRun — the scripted oracle, then Q-learning trained on the train split and evaluated on
    the frozen test split (cities it never saw), next to a random agent.
 3. The shipped tiny base model (``--model tiny``, pretrained on generic made-up tool chats) plays
-   WeatherRun in text: at first it answers from memory; 10 GRPO steps on the env's reward alone (no
+   WeatherRun in text: at first it answers from memory; 20 GRPO steps on the env's reward alone (no
    demonstrations) make it look the weather and the air quality up first. Test success and tool use before
    and after, with one greedy test episode each. The full experiments are ``benchmarks/grpo_weatherrun.py``.
 """
@@ -33,7 +33,7 @@ WEATHER_SETTINGS = {"alpha": 0.5, "gamma": 0.99, "epsilon": 0.2}
 
 
 def run_demo(
-    out: str | Path = "runs/demo", *, episodes: int = 500, seed: int = 0, llm_steps: int = 10
+    out: str | Path = "runs/demo", *, episodes: int = 500, seed: int = 0, llm_steps: int = 20
 ) -> dict[str, float]:
     """Run the lessons, print what was learned, write plots and run directories to ``out``.
 
