@@ -452,11 +452,14 @@ def test_mcp_sessions_at_the_cap_step_together_and_sessions_never_closed_are_rea
 
 
 class Hostile(RawServer):
-    """An "env server" that answers every HTTP request with ``status`` and ``body``, then closes."""
+    """An "env server" that answers every HTTP request with ``status`` and ``body`` (:meth:`reply`), then closes."""
 
     def __init__(self, status: int, body: bytes) -> None:
         self.status, self.body = status, body
         super().__init__()
+
+    def reply(self, request: bytes) -> tuple[int, bytes]:
+        return self.status, self.body
 
     def answer(self, conn: socket.socket) -> None:
         with conn:
@@ -468,8 +471,9 @@ class Hostile(RawServer):
                 length = int(declared.group(1)) if declared else 0
                 while len(request.split(b"\r\n\r\n", 1)[1]) < length:
                     request += conn.recv(65536)
-                head = f"HTTP/1.1 {self.status} X\r\nContent-Length: {len(self.body)}\r\nConnection: close\r\n\r\n"
-                conn.sendall(head.encode() + self.body)
+                status, body = self.reply(request)
+                head = f"HTTP/1.1 {status} X\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+                conn.sendall(head.encode() + body)
                 conn.shutdown(socket.SHUT_WR)
                 while conn.recv(65536):
                     pass
@@ -591,25 +595,16 @@ def test_a_malformed_session_reply_is_a_remote_env_error_naming_the_field(change
         server.close()
 
 
-class Scripted(RawServer):
-    """An env server that answers session creation well, then every other request with ``reply``."""
+class Scripted(Hostile):
+    """An env server that answers session creation well, then every other request with ``step_reply``."""
 
-    def __init__(self, reply: dict[str, Any]) -> None:
-        self.reply = reply
-        super().__init__()
+    def __init__(self, step_reply: dict[str, Any]) -> None:
+        super().__init__(200, json.dumps(step_reply).encode())
 
-    def answer(self, conn: socket.socket) -> None:
-        with conn:
-            try:
-                request = b""
-                while b"\r\n\r\n" not in request:
-                    request += conn.recv(65536)
-                first = request.split(b"\r\n", 1)[0]
-                body = json.dumps(GOOD_SESSION if first.endswith(b"/v1/sessions HTTP/1.1") else self.reply).encode()
-                head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-                conn.sendall(head.encode() + body)
-            except OSError:
-                pass
+    def reply(self, request: bytes) -> tuple[int, bytes]:
+        if request.split(b"\r\n", 1)[0].endswith(b"/v1/sessions HTTP/1.1"):
+            return 200, json.dumps(GOOD_SESSION).encode()
+        return 200, self.body
 
 
 REPLY = {"protocol": "agentgym-env/1", "observation": "o", "info": {}, "reward": 0.0, "terminated": False,

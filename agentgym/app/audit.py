@@ -78,11 +78,9 @@ def logged_episodes(path: str | Path) -> Iterator[tuple[int, int, EpisodeRecord]
         except ValueError as exc:
             if isinstance(raw, bytes) and not raw.endswith(b"\n"):  # the last line, torn
                 return
-            reason = (
-                str(exc).removeprefix("not an episode (").removesuffix(")")
-                if str(exc).startswith("not an episode (")
-                else str(exc)
-            )
+            reason = str(exc)
+            if reason.startswith("not an episode ("):  # parse_line's words; here it is "not a logged episode"
+                reason = reason[len("not an episode (") : -1]
             raise ValueError(f"{path}:{n}: not a logged episode ({reason})") from None
         yield n, offset, episode
 

@@ -179,12 +179,9 @@ def build_data(inputs: list[str | Path], out_dir: str | Path, config: DataConfig
                     counts.dropped["another env"] += sum(1 for _ in read_episode_lines(source.path))
                     continue
                 for n, offset, raw in read_episode_lines(source.path):
-                    lines["lines"] += 1
-                    record = counts.episode(source, n, raw)
+                    record = counts.episode(source, n, raw, lines)
                     if record is None:
-                        lines["bad_lines"] += counts.last_was_bad
                         continue
-                    lines["episodes"] += 1
                     _write_sft(sft, source, record, cfg, counts)
                     if record.error is None and record.turns:
                         groups[source.task_key(record.reset)].append((record.total_reward, k, offset))
@@ -229,11 +226,11 @@ class _Counts:
         self.bad = self.episodes = self.finished = self.successes = 0
         self.sft_episodes = self.sft_examples = self.pairs = 0
         self.seen: set[bytes] = set()
-        self.last_was_bad = False
 
-    def episode(self, source: _Source, n: int, raw: bytes | str) -> EpisodeRecord | None:
-        """The line's episode, or None (a bad line counted and named, or a dropped one counted)."""
-        self.last_was_bad = False
+    def episode(self, source: _Source, n: int, raw: bytes | str, lines: dict[str, Any]) -> EpisodeRecord | None:
+        """The line's episode, or None (a bad line counted and named, or a dropped one counted); ``lines``: the file's
+        counts."""
+        lines["lines"] += 1
         try:
             if isinstance(raw, str):  # a line past the limits: the reason
                 raise ValueError(raw)
@@ -244,11 +241,12 @@ class _Counts:
                 self.dropped[reason.removeprefix("dropped: ")] += 1
                 return None
             self.bad += 1
-            self.last_was_bad = True
+            lines["bad_lines"] += 1
             if len(self.errors) < SHOWN_ERRORS:
                 self.errors.append(f"{source.path}:{n}: {reason}")
             return None
         self.episodes += 1
+        lines["episodes"] += 1
         if record.error is None:
             self.finished += 1
             self.successes += record.success
