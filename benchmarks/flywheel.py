@@ -85,7 +85,7 @@ def sft_then_grpo(name: str, sft: dict[str, Any], steps: int, seed: int, out: Pa
     )
     after_sft = rows[-1]
     t1 = time.perf_counter()
-    config = GRPOConfig(**TINY["grpo"], steps=steps, checkpoint_every=steps, seed=seed)
+    config = GRPOConfig(**{**TINY["grpo"], "steps": steps}, checkpoint_every=steps, seed=seed)
     rows = GRPO(policy, config, out_dir=out / "grpo").learn(progress_bar=False).metrics
     after_grpo = next(r for r in reversed(rows) if "eval_success" in r)
     result = {

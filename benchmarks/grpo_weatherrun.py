@@ -69,7 +69,9 @@ def run_seed(
         SFT(policy, SFTConfig(**TINY["sft"], seed=seed, eval_split=None), out_dir=out / "sft").learn(progress_bar=False)
         sft_seconds = time.perf_counter() - t0
     settings = {**(TINY["grpo"] if experiment == "a" else TINY["grpo-from-base"]), **(overrides or {})}
-    config = GRPOConfig(**settings, checkpoint_every=eval_every, steps=100_000, seed=seed)
+    # a run's steps (``--set steps=N``) bound it and set the length of a decaying learning-rate schedule
+    steps = settings.pop("steps", 100_000)
+    config = GRPOConfig(**settings, checkpoint_every=eval_every, steps=steps, seed=seed)
     trainer = GRPO(policy, config, out_dir=out / "grpo")
     start = time.perf_counter()
     first = trainer.evaluate()
@@ -163,6 +165,7 @@ def main() -> None:
     parser.add_argument("--out", default="runs/bench_grpo_weatherrun")
     parser.add_argument("--model", help="another base model directory (default: the shipped tiny base)")
     parser.add_argument("--results", default=str(RESULTS), help="where the JSON and the plot go")
+    parser.add_argument("--name", help="the results' file name (default: grpo_weatherrun_<experiment>)")
     parser.add_argument(
         "--set", action="append", default=[], metavar="FIELD=JSON", help="a GRPO setting other than the recipe's"
     )
@@ -213,7 +216,7 @@ def main() -> None:
     print(json.dumps(summary["median"], indent=2))
     results = Path(args.results)
     results.mkdir(parents=True, exist_ok=True)
-    name = f"grpo_weatherrun_{args.experiment}"
+    name = args.name or f"grpo_weatherrun_{args.experiment}"
     (results / f"{name}.json").write_text(json.dumps(summary, indent=2) + "\n")
     title = {"a": "format-only SFT, then GRPO", "b": "GRPO from the base model, no WeatherRun SFT"}[args.experiment]
     plot(runs, results / f"{name}.png", f"Tiny base on WeatherRun: {title}")

@@ -62,7 +62,7 @@ def run_arm(start: str, model: Path, seed: int, process_reward: float, steps: in
     policy = LLMPolicy.from_pretrained(model)
     settings = dict(TINY["grpo"] if start == "sft" else TINY["grpo-from-base"])
     settings["env_kwargs"] = {**settings["env_kwargs"], "process_reward": process_reward}
-    config = GRPOConfig(**settings, steps=steps, checkpoint_every=eval_every, seed=seed)  # evaluates at each
+    config = GRPOConfig(**{**settings, "steps": steps}, checkpoint_every=eval_every, seed=seed)  # evaluates at each
     trainer = GRPO(policy, config, out_dir=out / "grpo")
     first = trainer.evaluate()
     curve = [{"step": 0, **{f"eval_{k}": first[k] for k in ("success", "tool_use", "reward")}}]

@@ -118,3 +118,77 @@ def test_append_mode_rollouts_reuse_each_turn_and_play_the_same_episodes(tiny_mo
     assert prefills[0] >= shortest[0]  # turn 1 encodes the whole first observation
     for turn in (1, 2):  # later turns: fewer columns than the shortest prompt, i.e. every row reused its prefix
         assert prefills[turn] < shortest[turn] - shortest[0] // 2, (prefills, shortest)
+
+
+def _with_lora(model, seed: int = 1):
+    from peft import LoraConfig, get_peft_model
+
+    peft_model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules="all-linear"))
+    torch.manual_seed(seed)
+    for name, param in peft_model.named_parameters():
+        if "lora_B" in name:  # peft starts B at zero, which would hide a decoder that skips the adapters
+            torch.nn.init.normal_(param, std=0.2)
+    return peft_model.eval()
+
+
+@pytest.mark.parametrize("fuse", [True, False], ids=["folded", "low-rank"])
+def test_lora_adapters_run_inside_the_decoder_and_it_follows_their_updates(fuse):
+    model = _with_lora(_model("llama"))
+    assert supports(model)
+    decoder = Decoder(model)
+    decoder.fuse = fuse  # small models fold the adapters into the fused weights; large ones apply them beside
+    for update in range(2):
+        sequences = [list(p) for p in PROMPTS]
+        logits = decoder.prefill(PROMPTS, 3)
+        for _ in range(3):
+            reference = _reference(model, sequences)
+            assert torch.allclose(logits, reference, atol=1e-4), (update, (logits - reference).abs().max())
+            token = logits.argmax(-1)
+            for s, t in zip(sequences, token.tolist(), strict=True):
+                s.append(t)
+            logits = decoder.step(token)
+        with torch.no_grad():  # an optimizer step on the adapters: the next prefill must sample from it
+            for name, param in model.named_parameters():
+                if "lora_" in name:
+                    param.add_(torch.randn_like(param), alpha=0.1)
+    with model.disable_adapter():  # the reference policy of a LoRA run: the base alone
+        assert torch.allclose(decoder.prefill(PROMPTS, 1), _reference(model, PROMPTS), atol=1e-4)
+    base = _model("llama")
+    assert not torch.allclose(decoder.prefill(PROMPTS, 1), Decoder(base).prefill(PROMPTS, 1), atol=1e-2)
+
+
+def test_lora_variants_the_decoder_does_not_reproduce_are_left_to_model_forward():
+    from peft import LoraConfig, get_peft_model
+
+    dora = get_peft_model(_model("llama"), LoraConfig(r=4, target_modules="all-linear", use_dora=True))
+    assert not supports(dora)
+    biased = get_peft_model(_model("llama"), LoraConfig(r=4, target_modules="all-linear", lora_bias=True))
+    assert not supports(biased)
+
+
+def test_stop_strings_on_token_ids_agree_with_the_decoded_text(tiny_model_path):
+    """The id tables find a stop string exactly where the decoded text ends with it, however it is tokenised."""
+    import random
+
+    from transformers import AutoTokenizer
+
+    from agentgym.trainers.decoding import StopStrings
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_path)
+    texts = ['"}}', "ool_ca", "\n\n"]
+    matcher = StopStrings(tokenizer, texts)
+    rng = random.Random(0)
+    pieces = ['"}}', '"}', "}", '"', "ool", "_ca", "l", "_", "\n", "\n\n", "x", "tool_call", 'ue"}}', "a b"]
+    rows = []
+    for _ in range(64):  # texts glued from pieces that split and straddle the stop strings in many ways
+        rows.append(
+            tokenizer.encode("".join(rng.choice(pieces) for _ in range(rng.randint(1, 8))), add_special_tokens=False)
+        )
+    width = max(map(len, rows))
+    found, expected = [], []
+    for t in range(1, width + 1):
+        live = [r for r in rows if len(r) >= t]
+        hit = matcher(torch.tensor([r[:t] for r in live]))
+        found += hit.tolist()
+        expected += [tokenizer.decode(r[:t], skip_special_tokens=False).endswith(tuple(texts)) for r in live]
+    assert found == expected and sum(expected) > 20  # many matches, each one where the text has it

@@ -64,6 +64,18 @@ def test_generation_is_batched_seeded_and_stops_after_a_tool_call(policy):
     out = stopping.generate(prompts[:1], max_new_tokens=12, temperature=0)[0]
     assert out.stopped and out.token_ids == alone.token_ids[: alone.token_ids.index(third) + 1]
     assert not alone.stopped and len(alone.token_ids) == 12  # no stop token: cut at max_new_tokens
+    # a stop string of several tokens (matched on the ids, on the device) ends the row where its text ends
+    decode, sampled = policy.tokenizer.decode, a[0].token_ids
+    pairs = [decode(sampled[i - 1 : i + 1], skip_special_tokens=False) for i in range(1, len(sampled))]
+    text = next(t for t in pairs if len(policy.encode(t)) > 1)
+    split = LLMPolicy(policy.model, policy.tokenizer, stop_strings=(text,))
+    assert split._stop_texts == [text]  # not one token: no id to match alone
+    out = split.generate(prompts, max_new_tokens=12, generator=torch.Generator().manual_seed(1))[0]
+    end = next(k for k in range(1, 13) if decode(sampled[:k], skip_special_tokens=False).endswith(text))
+    assert out.stopped and out.token_ids == sampled[:end]
+    # min_new_tokens holds every stop back until then, as Hugging Face's does
+    held = stopping.generate(prompts, max_new_tokens=12, min_new_tokens=6, temperature=0)
+    assert all(len(g.token_ids) >= 6 and third not in g.token_ids[:6] for g in held)
 
 
 def test_sampling_logprobs_match_the_training_pass(policy):

@@ -56,7 +56,7 @@ def _logp(policy: LLMPolicy) -> torch.Tensor:
 def test_lora_trains_only_the_adapters_and_the_reference_is_the_base():
     trainer = GRPO(MODEL, lora_config(beta=0.1))
     model = trainer.policy.model
-    assert has_adapters(model) and trainer.policy._decoder is None  # sampling goes through the adapters
+    assert has_adapters(model) and trainer.policy._decoder is not None  # the lean decoder samples through the adapters
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     trained = {id(p) for group in trainer.optimizer.param_groups for p in group["params"]}
     assert trained == {id(p) for n, p in model.named_parameters() if "lora_" in n}

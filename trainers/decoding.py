@@ -20,6 +20,11 @@ Two savings come with owning the cache:
 Layout: rows are right-aligned at the prompt's end (column ``P``), left padding is masked out, and the
 ``t``-th new token is written at column ``P + t``. :func:`supports` says whether a model can use it;
 :class:`agentgym.trainers.llm.LLMPolicy` falls back to ``model.forward`` for any other architecture.
+
+**LoRA adapters** (``peft``) run inside it: each projection is read from the live parameters at every prefill,
+its adapters folded into the weight where the weights are concatenated anyway (small models: ``W + s·B·A``),
+and applied as two thin products beside it otherwise (``x·Wᵀ + s·(x·Aᵀ)·Bᵀ``, no copy of the weights). A
+policy with adapters therefore samples from its current weights, at the plain model's speed.
 """
 
 from __future__ import annotations
@@ -32,18 +37,23 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-__all__ = ["Decoder", "PrefixCache", "supports"]
+__all__ = ["Decoder", "PrefixCache", "StopStrings", "supports"]
 
 _FAMILIES = frozenset({"llama", "qwen2", "mistral"})
 FUSE_MAX_PARAMETERS = 100_000_000
-"""Models up to this size run q/k/v and gate/up as one matrix product each (their weights are concatenated at
-every prefill, so the fused copy always matches the live weights); for small models the number of products,
-not their size, is the cost. Larger models use the separate projections and no extra memory."""
+"""Models up to this size run q/k/v and gate/up as one matrix product each, LoRA adapters folded in (their weights
+are concatenated at every prefill, so the fused copy always matches the live weights); for small models the number
+of products, not their size, is the cost. Larger models use the separate projections and no extra memory."""
 
 
 def supports(model: Any) -> bool:
     """Whether :class:`Decoder` reproduces ``model``'s forward pass: a Llama-family decoder with SiLU
-    gates, full (not sliding-window) attention and no logit soft-capping."""
+    gates, full (not sliding-window) attention and no logit soft-capping; with ``peft`` adapters, plain LoRA
+    ones (no DoRA or other variant, no LoRA bias)."""
+    if _is_peft(model):
+        if not all(_plain_lora(m) for m in model.modules() if hasattr(m, "lora_A")):
+            return False
+        model = model.get_base_model()
     config = getattr(model, "config", None)
     if config is None or getattr(config, "model_type", None) not in _FAMILIES:
         return False
@@ -53,6 +63,78 @@ def supports(model: Any) -> bool:
         return False
     inner = getattr(model, "model", None)
     return all(hasattr(inner, name) for name in ("embed_tokens", "layers", "norm", "rotary_emb"))
+
+
+def _is_peft(model: Any) -> bool:
+    return hasattr(model, "peft_config") and hasattr(model, "get_base_model")
+
+
+def _plain_lora(module: Any) -> bool:
+    """A peft LoRA layer whose adapters are ``s·B·A`` on a linear layer (what :func:`_projection` reads)."""
+    return (
+        isinstance(getattr(module, "base_layer", None), torch.nn.Linear)
+        and not getattr(module, "lora_variant", None)
+        and not getattr(module, "fan_in_fan_out", False)
+        and all(b.bias is None for b in module.lora_B.values())
+    )
+
+
+@dataclass
+class _Projection:
+    """``x ↦ x·Wᵀ + b + Σ s·(x·Aᵀ)·Bᵀ``: a linear layer read from live parameters, LoRA adapters kept low-rank."""
+
+    weight: Tensor
+    bias: Tensor | None = None
+    low_rank: tuple[tuple[Tensor, Tensor, float], ...] = ()
+
+    def __call__(self, x: Tensor) -> Tensor:
+        y = F.linear(x, self.weight, self.bias)
+        for a, b, scale in self.low_rank:  # adapters in their own dtype (float32 beside a bf16 base), as peft does
+            y = y + (scale * F.linear(F.linear(x.to(a.dtype), a), b)).to(y.dtype)
+        return y
+
+    def folded(self) -> _Projection:
+        """The same map with its adapters added into the weight (a new tensor; the parameters are untouched)."""
+        if not self.low_rank:
+            return self
+        delta = sum(scale * (b @ a) for a, b, scale in self.low_rank)
+        return _Projection(self.weight + delta.to(self.weight.dtype), self.bias)
+
+
+def _projection(module: Any) -> _Projection:
+    """The live map of an ``nn.Linear`` or a peft LoRA layer around one (its active, unmerged adapters)."""
+    if not hasattr(module, "lora_A"):
+        return _Projection(module.weight, module.bias)
+    base = module.base_layer
+    if module.disable_adapters or module.merged:
+        return _Projection(base.weight, base.bias)
+    adapters = [name for name in module.active_adapters if name in module.lora_A]
+    return _Projection(
+        base.weight,
+        base.bias,
+        tuple((module.lora_A[n].weight, module.lora_B[n].weight, float(module.scaling[n])) for n in adapters),
+    )
+
+
+def _concatenated(projections: Sequence[_Projection]) -> _Projection:
+    """One projection whose output is the given ones' outputs side by side (adapters folded in)."""
+    folded = [p.folded() for p in projections]
+    weight = torch.cat([p.weight for p in folded])
+    if all(p.bias is None for p in folded):
+        return _Projection(weight)
+    return _Projection(
+        weight, torch.cat([p.bias if p.bias is not None else p.weight.new_zeros(len(p.weight)) for p in folded])
+    )
+
+
+@dataclass
+class _Layer:
+    """One decoder layer's projections for a batch: q/k/v as one fused projection or three, gate/up as one or two."""
+
+    qkv: tuple[_Projection, ...]
+    o: _Projection
+    gate_up: tuple[_Projection, ...]
+    down: _Projection
 
 
 @dataclass
@@ -94,14 +176,15 @@ class Decoder:
     def __init__(self, model: Any) -> None:
         if not supports(model):
             raise ValueError(f"{type(model).__name__} is not a Llama-family model this decoder reproduces")
-        self.model = model
-        self.inner = model.model
-        config = model.config
+        self.model = model.get_base_model() if _is_peft(model) else model  # peft's layers sit inside its base
+        self.inner = self.model.model
+        config = self.model.config
         self.heads = config.num_attention_heads
         self.kv_heads = getattr(config, "num_key_value_heads", None) or self.heads
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.heads
         self.fuse = sum(p.numel() for p in model.parameters()) <= FUSE_MAX_PARAMETERS
-        self.fused: list[tuple] = []
+        self.layers: list[_Layer] = []
+        self.head: _Projection | None = None
 
     # ------------------------------------------------------------------ the arithmetic
 
@@ -128,13 +211,10 @@ class Decoder:
         cos, sin = self.inner.rotary_emb(hidden, positions)
         cos, sin = cos[:, None], sin[:, None]
         q_size, kv_size = self.heads * self.head_dim, self.kv_heads * self.head_dim
-        for layer, fused, k_buf, v_buf in zip(self.inner.layers, self.fused, self.k, self.v, strict=True):
-            attn, mlp = layer.self_attn, layer.mlp
+        for layer, p, k_buf, v_buf in zip(self.inner.layers, self.layers, self.k, self.v, strict=True):
             x = self._rms_norm(layer.input_layernorm, hidden)
-            if fused:
-                q, k, v = F.linear(x, *fused[0]).split([q_size, kv_size, kv_size], dim=-1)
-            else:
-                q, k, v = attn.q_proj(x), attn.k_proj(x), attn.v_proj(x)
+            qkv = [proj(x) for proj in p.qkv]
+            q, k, v = qkv[0].split([q_size, kv_size, kv_size], dim=-1) if len(qkv) == 1 else qkv
             q = q.view(n, length, self.heads, self.head_dim).transpose(1, 2)
             k = k.view(n, length, self.kv_heads, self.head_dim).transpose(1, 2)
             k_buf[:, :, start:end] = self._rotate(k, cos, sin)
@@ -146,29 +226,28 @@ class Decoder:
                 attn_mask=mask,
                 enable_gqa=self.kv_heads != self.heads,
             )
-            hidden = hidden + attn.o_proj(out.transpose(1, 2).reshape(n, length, -1))
+            hidden = hidden + p.o(out.transpose(1, 2).reshape(n, length, -1))
             x = self._rms_norm(layer.post_attention_layernorm, hidden)
-            if fused:
-                gate, up = F.linear(x, *fused[1]).chunk(2, dim=-1)
-            else:
-                gate, up = mlp.gate_proj(x), mlp.up_proj(x)
-            hidden = hidden + mlp.down_proj(mlp.act_fn(gate) * up)
+            gate_up = [proj(x) for proj in p.gate_up]
+            gate, up = gate_up[0].chunk(2, dim=-1) if len(gate_up) == 1 else gate_up
+            hidden = hidden + p.down(layer.mlp.act_fn(gate) * up)
         last = self._rms_norm(self.inner.norm, hidden[:, -1])
-        return self.model.lm_head(last).float()
+        return self.head(last).float()
 
-    @staticmethod
-    def _fuse(layer: Any) -> tuple[tuple[Tensor, Tensor | None], tuple[Tensor, Tensor | None]]:
-        """(weight, bias) of q/k/v as one projection and of gate/up as another, from the live parameters."""
-
-        def cat(*linears: Any) -> tuple[Tensor, Tensor | None]:
-            weight = torch.cat([m.weight for m in linears])
-            if all(m.bias is None for m in linears):
-                return weight, None
-            biases = [m.bias if m.bias is not None else m.weight.new_zeros(m.out_features) for m in linears]
-            return weight, torch.cat(biases)
-
-        attn, mlp = layer.self_attn, layer.mlp
-        return cat(attn.q_proj, attn.k_proj, attn.v_proj), cat(mlp.gate_proj, mlp.up_proj)
+    def _read_weights(self) -> None:
+        """Every projection from the live parameters (and adapters): small models fold the adapters in and run
+        q/k/v and gate/up as one product each; larger ones keep the parameters as they are."""
+        self.layers = []
+        for layer in self.inner.layers:
+            attn, mlp = layer.self_attn, layer.mlp
+            q, k, v, o = (_projection(m) for m in (attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj))
+            gate, up, down = (_projection(m) for m in (mlp.gate_proj, mlp.up_proj, mlp.down_proj))
+            self.layers.append(
+                _Layer((_concatenated((q, k, v)),), o.folded(), (_concatenated((gate, up)),), down.folded())
+                if self.fuse
+                else _Layer((q, k, v), o, (gate, up), down)
+            )
+        self.head = _projection(self.model.lm_head)
 
     # ------------------------------------------------------------------ the sampling loop's calls
 
@@ -197,7 +276,7 @@ class Decoder:
         new = max(len(p) - (len(e.ids) if e else 0) for p, e in zip(uprompts, reuse, strict=True))
         device = next(self.model.parameters()).device
         dtype = self.inner.embed_tokens.weight.dtype
-        self.fused = [self._fuse(layer) if self.fuse else () for layer in self.inner.layers]
+        self._read_weights()
         shape = (len(uprompts), self.kv_heads, width + capacity, self.head_dim)
         self.k = [torch.zeros(shape, dtype=dtype, device=device) for _ in self.inner.layers]
         self.v = [torch.zeros(shape, dtype=dtype, device=device) for _ in self.inner.layers]
@@ -252,9 +331,76 @@ class Decoder:
             )
 
     def release(self) -> None:
-        """Drop the buffers and fused weights (memory is held until the next prefill otherwise)."""
-        self.k, self.v, self.fused = [], [], []
+        """Drop the buffers and the weights read for the batch (memory is held until the next prefill otherwise)."""
+        self.k, self.v, self.layers, self.head = [], [], [], None
 
     def _pad_id(self) -> int:
         pad = getattr(self.model.config, "pad_token_id", None)
         return int(pad) if pad is not None else 0
+
+
+class StopStrings:
+    """Which rows' generated text ends with one of ``texts``, found on the token ids, on their device.
+
+    A stop string of several tokens (SmolLM2 writes ``</tool_call>`` as 5) cannot be matched by id. Decoding
+    every row's tail at every step costs a host round trip per token; instead each token's text is looked up
+    once, and a table says at which distances from the end of a stop string the token fits (``fits[t, o]``:
+    token ``t``'s text ends ``o`` characters before the string's end, or, longer than what is left, ends with
+    the string's first ``L - o`` characters). A row matches when its last tokens, read backwards with their
+    lengths summed, all fit until one reaches the string's start. Exact for tokenizers whose tokens decode to
+    their own text (byte-level BPE: GPT-2, Llama 3, Qwen, SmolLM2), which ``tests/test_decoding.py`` checks
+    against decoding the text.
+    """
+
+    def __init__(self, tokenizer: Any, texts: Sequence[str]) -> None:
+        self.texts = [t for t in texts if t]
+        pieces = tokenizer.batch_decode(
+            [[i] for i in range(len(tokenizer))], skip_special_tokens=False, clean_up_tokenization_spaces=False
+        )
+        sentinel = len(pieces)  # stands for "no token" left of the generated ones: it fits nowhere
+        self.lengths = torch.tensor([len(p) for p in pieces] + [0])
+        self.tables: list[Tensor] = []
+        for text in self.texts:
+            size = len(text)
+            fits = torch.zeros(sentinel + 1, size, dtype=torch.bool)
+            inner = {text[i:j] for i in range(size) for j in range(i + 1, size + 1)}
+            prefixes = tuple(text[:j] for j in range(1, size + 1))
+            for token, piece in enumerate(pieces):
+                if not piece:
+                    fits[token] = True
+                elif piece in inner or piece.endswith(prefixes):
+                    for offset in range(size):
+                        end = size - offset
+                        fits[token, offset] = (
+                            text[end - len(piece) : end] == piece if len(piece) <= end else piece.endswith(text[:end])
+                        )
+            self.tables.append(fits)
+        self.sentinel = sentinel
+        self.window = max(map(len, self.texts), default=0)
+
+    def to(self, device: torch.device) -> StopStrings:
+        """The tables on ``device`` (moved once; a no-op when they are there)."""
+        if self.lengths.device != device:
+            self.lengths = self.lengths.to(device)
+            self.tables = [t.to(device) for t in self.tables]
+        return self
+
+    def __call__(self, tokens: Tensor) -> Tensor:
+        """``[n]`` booleans: whether row ``i`` of ``tokens`` (``[n, t]``, the generated ids so far) ends with a
+        stop string."""
+        n, count = tokens.shape
+        hit = torch.zeros(n, dtype=torch.bool, device=tokens.device)
+        if not self.texts:
+            return hit
+        tail = tokens[:, -self.window :].flip(1)  # the last token first
+        if count < self.window:
+            tail = F.pad(tail, (0, self.window - count), value=self.sentinel)
+        lengths = self.lengths[tail]
+        offsets = lengths.cumsum(1) - lengths  # characters after each token, up to the end
+        for text, fits in zip(self.texts, self.tables, strict=True):
+            size = len(text)
+            inside = offsets < size
+            fit = fits[tail, offsets.clamp(max=size - 1)] | ~inside
+            reaches_start = inside & (offsets + lengths >= size)
+            hit |= (fit.cumprod(1).bool() & reaches_start).any(1)
+        return hit

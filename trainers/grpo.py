@@ -178,7 +178,7 @@ class GRPO(OnlineTrainer):
     algorithm = "grpo"
     label = "GRPO"
     config_class = GRPOConfig
-    curve_keys = ("reward", "success", "format_compliance", "kl", "eval_success")
+    curve_keys = ("tool_use", "success", "tool_call_validity", "reward", "kl", "frac_zero_std")
     config: GRPOConfig
 
     def envs_needed(self) -> int:
@@ -286,6 +286,7 @@ class GRPO(OnlineTrainer):
         if not unique:  # this rank has nothing to learn from, but must still join the gradient all-reduce
             first = next(s for ep in episodes for s in ep.samples if any(s.loss_mask))
             unique = [UniqueSample(first, [0.0] * len(turn_spans(first.loss_mask)))]
+        unique.sort(key=lambda u: len(u.sample.input_ids))  # micro-batches of similar lengths: little padding
         batches = []
         for start in range(0, len(unique), cfg.micro_batch_size):
             chunk = unique[start : start + cfg.micro_batch_size]

@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from agentgym.trainers.decoding import Decoder, PrefixCache, supports
+from agentgym.trainers.decoding import Decoder, PrefixCache, StopStrings, supports
 
 __all__ = [
     "DTYPES",
@@ -168,6 +168,7 @@ class LLMPolicy:
     stop_strings: tuple[str, ...] = (TOOL_CALL_END,)
     _stop_ids: list[int] = field(init=False, default_factory=list)
     _stop_texts: list[str] = field(init=False, default_factory=list)
+    _stop_matcher: StopStrings | None = field(init=False, default=None)
     _hidden_ids: frozenset[int] = field(init=False, default=frozenset())
     _decoder: Decoder | None = field(init=False, default=None)
 
@@ -190,8 +191,7 @@ class LLMPolicy:
         self._stop_ids = sorted(ids)
         # what decode() leaves out: end-of-turn/EOS and padding, but not the </tool_call> the parser reads
         self._hidden_ids = frozenset(ids - set(tok.encode(TOOL_CALL_END, add_special_tokens=False))) | {self.pad_id}
-        # the lean decoder reads the weights itself, so it would sample past LoRA adapters: those use model.forward
-        self._decoder = Decoder(self.model) if supports(self.model) and not has_adapters(self.model) else None
+        self._decoder = Decoder(self.model) if supports(self.model) else None  # LoRA adapters included
 
     @classmethod
     def from_pretrained(cls, name_or_path: str | Path, *, dtype: torch.dtype | None = None, **kwargs: Any) -> LLMPolicy:
@@ -289,6 +289,7 @@ class LLMPolicy:
         prompts: list[list[int]],
         *,
         max_new_tokens: int = 64,
+        min_new_tokens: int = 0,
         temperature: float = 1.0,
         top_p: float = 1.0,
         generator: torch.Generator | None = None,
@@ -297,14 +298,17 @@ class LLMPolicy:
     ) -> list[Generation]:
         """Sample one continuation per prompt (KV cache). ``temperature=0`` is greedy.
 
-        A continuation stops at end-of-turn/EOS or right after ``</tool_call>``. The returned
-        log-probs are those of the distribution sampled from (logits / temperature, before top-p),
+        A continuation stops at end-of-turn/EOS or right after ``</tool_call>`` (not before ``min_new_tokens``
+        tokens: the stop tokens are masked out until then, as Hugging Face's ``min_new_tokens`` does). The
+        returned log-probs are those of the distribution sampled from (logits / temperature, before top-p),
         which is what :func:`token_logprobs` recomputes in training.
 
-        Llama-family models run on :class:`agentgym.trainers.decoding.Decoder` (identical prompts are encoded
-        once; with a ``cache`` and one key per prompt, a prompt that extends its key's earlier prompt and
-        continuation reuses their keys and values, and each row's are stored back under its key). Other
-        models run ``model.forward`` with a ``DynamicCache`` and ignore ``cache``.
+        Llama-family models, LoRA adapters included, run on :class:`agentgym.trainers.decoding.Decoder`
+        (identical prompts are encoded once; with a ``cache`` and one key per prompt, a prompt that extends its
+        key's earlier prompt and continuation reuses their keys and values, and each row's are stored back under
+        its key). Other models run ``model.forward`` with a ``DynamicCache`` and ignore ``cache``. Stop strings
+        are matched on the token ids on the model's device; on an accelerator, whether every row has stopped is
+        read back every 8 tokens, not at each.
         """
         model, device, n = self.model, self.device, len(prompts)
         was_training = model.training
@@ -315,37 +319,44 @@ class LLMPolicy:
             forward = decoder.step
         else:
             logits, forward = self._hf_prefill(prompts)
+        if self._stop_texts and self._stop_matcher is None:
+            self._stop_matcher = StopStrings(self.tokenizer, self._stop_texts)
+        matcher = self._stop_matcher.to(device) if self._stop_texts else None
         stop_ids = torch.tensor(self._stop_ids, device=device)
+        check_every = 1 if device.type == "cpu" else 8  # a read-back stalls an accelerator's queue
         tokens = torch.full((n, max_new_tokens), self.pad_id, dtype=torch.long, device=device)
         logps = torch.zeros((n, max_new_tokens), device=device)
         finished = torch.zeros(n, dtype=torch.bool, device=device)
         stopped = torch.zeros(n, dtype=torch.bool, device=device)
         steps = 0
         for t in range(max_new_tokens):
+            if t < min_new_tokens:
+                logits = logits.index_fill(-1, stop_ids, float("-inf"))
             token, logp = _sample(logits, temperature, top_p, generator)
-            token = torch.where(finished, torch.full_like(token, self.pad_id), token)
+            token = torch.where(finished, self.pad_id, token)
             tokens[:, t] = token
-            logps[:, t] = torch.where(finished, torch.zeros_like(logp), logp)
+            logps[:, t] = torch.where(finished, 0.0, logp)
             steps = t + 1
-            hit = torch.isin(token, stop_ids) & ~finished
-            if self._stop_texts:
-                hit |= self._ends_with_stop_text(tokens[:, : t + 1]) & ~finished
+            hit = torch.isin(token, stop_ids)
+            if matcher is not None and t >= min_new_tokens:
+                hit |= matcher(tokens[:, : t + 1])
+            hit &= ~finished
             stopped |= hit
             finished |= hit
-            if bool(finished.all()) or t + 1 == max_new_tokens:
+            if t + 1 == max_new_tokens or ((t + 1) % check_every == 0 and bool(finished.all())):
                 break
             logits = forward(token)
         model.train(was_training)
+        rows, row_logps, row_stopped = tokens[:, :steps].tolist(), logps[:, :steps].tolist(), stopped.tolist()
         results = []
-        for i in range(n):
-            row = tokens[i, :steps].tolist()
-            length = steps
+        for row, lp, stop in zip(rows, row_logps, row_stopped, strict=True):
+            length = len(row)
             if self.pad_id not in self._stop_ids:
-                while length and row[length - 1] == self.pad_id and bool(finished[i]):
+                while length and row[length - 1] == self.pad_id and stop:
                     length -= 1
             else:  # pad doubles as a stop id: cut after the first stop
                 length = next((k + 1 for k, tok in enumerate(row) if tok in self._stop_ids), steps)
-            results.append(Generation(row[:length], logps[i, :length].tolist(), bool(stopped[i])))
+            results.append(Generation(row[:length], lp[:length], stop))
         if self._decoder is not None:
             if cache is not None and keys is not None:
                 self._decoder.store(cache, keys, [list(p) + g.token_ids for p, g in zip(prompts, results, strict=True)])
@@ -393,10 +404,6 @@ class LLMPolicy:
             return step.logits[:, -1, :].float()
 
         return out.logits[:, -1, :].float(), forward
-
-    def _ends_with_stop_text(self, tokens: Tensor) -> Tensor:
-        tails = [self.tokenizer.decode(row[-8:], skip_special_tokens=False) for row in tokens.tolist()]
-        return torch.tensor([any(t.endswith(s) for s in self._stop_texts) for t in tails], device=tokens.device)
 
 
 def _keep_name(model: Any, spec: str) -> None:

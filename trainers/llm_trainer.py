@@ -37,6 +37,7 @@ from pydantic import BaseModel, ValidationError
 from agentgym.trainers.checkpoint import load_trainer_state, save_checkpoint
 from agentgym.trainers.metrics import MetricsWriter
 from agentgym.trainers.optim import adamw_with_warmup
+from agentgym.trainers.plotting import learning_phases
 from agentgym.trainers.probe import probe, split_decisions
 from agentgym.trainers.rollout import evaluate_split
 from agentgym.trainers.run_dir import RunDir
@@ -113,6 +114,8 @@ class LLMTrainer:
     """The name on the progress bar and the learning curve."""
     curve_keys: ClassVar[tuple[str, ...]] = ("loss",)
     curve_window: ClassVar[int] = 10
+    curve_phases: ClassVar[bool] = False
+    """Whether the plot marks where tool use and success set in (:func:`.plotting.learning_phases`)."""
     resumable: ClassVar[bool] = True
     """Whether the trainer writes checkpoints (``checkpoint_every``) that :meth:`resume` continues from."""
     checkpoint_at_end: ClassVar[bool] = False
@@ -275,8 +278,14 @@ class LLMTrainer:
             if not self.resumable:
                 self.run.write_config(self.algorithm, **self.run_info())
             self.save(self.run.final)
+            phases = learning_phases(self.metrics) if self.curve_phases else ()
             self.run.plot(
-                self.label, self.metrics, keys=self.curve_keys, window=self.curve_window, title=self.curve_title()
+                self.label,
+                self.metrics,
+                keys=self.curve_keys,
+                window=self.curve_window,
+                title=self.curve_title(),
+                phases=phases,
             )
         return self
 

@@ -130,6 +130,7 @@ class OnlineTrainer(LLMTrainer):
     algorithm = "online"
     config_class: type[OnlineConfig] = OnlineConfig
     curve_keys: tuple[str, ...] = ("reward", "success", "eval_success")
+    curve_phases = True
     checkpoint_at_end = True
     evaluate_at_checkpoint = True
     config: Any

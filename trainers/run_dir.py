@@ -74,9 +74,13 @@ class RunDir:
         x: str = "step",
         window: int = 10,
         title: str | None = None,
+        phases: Sequence[tuple[float, str]] = (),
     ) -> Path:
-        """Draw ``learning_curve.png``: one panel per metric in ``keys`` (those the rows have)."""
-        return plot_learning_curves({label: rows}, self.path / CURVE_FILE, keys=keys, x=x, window=window, title=title)
+        """Draw ``learning_curve.png``: one panel per metric in ``keys`` (those the rows have), ``phases`` marked
+        (see :func:`~agentgym.trainers.plotting.plot_learning_curves`)."""
+        return plot_learning_curves(
+            {label: rows}, self.path / CURVE_FILE, keys=keys, x=x, window=window, title=title, phases=phases
+        )
 
     def read_config(self, algorithm: str) -> dict[str, Any]:
         """``config.json`` of a run of ``algorithm``; ``ValueError`` naming the file if it is damaged or another
