@@ -37,7 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-__all__ = ["Decoder", "PrefixCache", "StopStrings", "supports"]
+__all__ = ["Decoder", "PrefixCache", "StopStrings", "has_adapters", "supports"]
 
 _FAMILIES = frozenset({"llama", "qwen2", "mistral"})
 FUSE_MAX_PARAMETERS = 100_000_000
@@ -50,7 +50,7 @@ def supports(model: Any) -> bool:
     """Whether :class:`Decoder` reproduces ``model``'s forward pass: a Llama-family decoder with SiLU
     gates, full (not sliding-window) attention and no logit soft-capping; with ``peft`` adapters, plain LoRA
     ones (no DoRA or other variant, no LoRA bias)."""
-    if _is_peft(model):
+    if has_adapters(model):
         if not all(_plain_lora(m) for m in model.modules() if hasattr(m, "lora_A")):
             return False
         model = model.get_base_model()
@@ -65,8 +65,9 @@ def supports(model: Any) -> bool:
     return all(hasattr(inner, name) for name in ("embed_tokens", "layers", "norm", "rotary_emb"))
 
 
-def _is_peft(model: Any) -> bool:
-    return hasattr(model, "peft_config") and hasattr(model, "get_base_model")
+def has_adapters(model: Any) -> bool:
+    """Whether ``model`` is a ``peft`` model (LoRA adapters on a frozen base)."""
+    return hasattr(model, "peft_config") and hasattr(model, "disable_adapter")
 
 
 def _plain_lora(module: Any) -> bool:
@@ -176,7 +177,7 @@ class Decoder:
     def __init__(self, model: Any) -> None:
         if not supports(model):
             raise ValueError(f"{type(model).__name__} is not a Llama-family model this decoder reproduces")
-        self.model = model.get_base_model() if _is_peft(model) else model  # peft's layers sit inside its base
+        self.model = model.get_base_model() if has_adapters(model) else model  # peft's layers sit inside its base
         self.inner = self.model.model
         config = self.model.config
         self.heads = config.num_attention_heads

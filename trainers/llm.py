@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from agentgym.trainers.decoding import Decoder, PrefixCache, StopStrings, supports
+from agentgym.trainers.decoding import Decoder, PrefixCache, StopStrings, has_adapters, supports
 
 __all__ = [
     "DTYPES",
@@ -417,11 +417,6 @@ def _keep_name(model: Any, spec: str) -> None:
     name = spec if spec in NAMED_MODELS else next((n for n, f in folders.items() if f.resolve() == here), None)
     if name:
         model._agentgym_name = name
-
-
-def has_adapters(model: Any) -> bool:
-    """Whether ``model`` is a ``peft`` model (LoRA adapters on a frozen base)."""
-    return hasattr(model, "peft_config") and hasattr(model, "disable_adapter")
 
 
 def resolve_device(spec: str | torch.device) -> torch.device:
