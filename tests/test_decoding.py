@@ -29,14 +29,18 @@ def _reference(model, sequences):
         return torch.stack([model(input_ids=torch.tensor([s])).logits[0, -1] for s in sequences])
 
 
+UNPADDED = [[5, 6, 7, 8, 9], [11, 12, 13, 14, 15], [40] * 5]  # one length: plain causal attention, no mask
+
+
+@pytest.mark.parametrize("prompts", [PROMPTS, UNPADDED], ids=["padded", "unpadded"])
 @pytest.mark.parametrize("fuse", [True, False], ids=["fused", "separate"])
 @pytest.mark.parametrize("kind", ["llama", "qwen2"])
-def test_logits_match_model_forward_through_prefill_and_steps(kind, fuse):
+def test_logits_match_model_forward_through_prefill_and_steps(kind, fuse, prompts):
     model = _model(kind)
     decoder = Decoder(model)
     decoder.fuse = fuse  # small models fuse q/k/v and gate/up; large ones keep the projections apart
-    sequences = [list(p) for p in PROMPTS]
-    logits = decoder.prefill(PROMPTS, 5)
+    sequences = [list(p) for p in prompts]
+    logits = decoder.prefill(prompts, 5)
     for _ in range(5):
         reference = _reference(model, sequences)
         assert torch.allclose(logits, reference, atol=1e-4), (logits - reference).abs().max()
@@ -131,12 +135,14 @@ def _with_lora(model, seed: int = 1):
     return peft_model.eval()
 
 
-@pytest.mark.parametrize("fuse", [True, False], ids=["folded", "low-rank"])
-def test_lora_adapters_run_inside_the_decoder_and_it_follows_their_updates(fuse):
+@pytest.mark.parametrize(
+    ("fuse", "fold"), [(True, True), (False, True), (False, False)], ids=["fused", "folded", "low-rank"]
+)
+def test_lora_adapters_run_inside_the_decoder_and_it_follows_their_updates(fuse, fold):
     model = _with_lora(_model("llama"))
     assert supports(model)
     decoder = Decoder(model)
-    decoder.fuse = fuse  # small models fold the adapters into the fused weights; large ones apply them beside
+    decoder.fuse, decoder.fold = fuse, fold  # by model size: fused and folded, folded, adapters applied beside
     for update in range(2):
         sequences = [list(p) for p in PROMPTS]
         logits = decoder.prefill(PROMPTS, 3)

@@ -22,9 +22,9 @@ Layout: rows are right-aligned at the prompt's end (column ``P``), left padding 
 :class:`agentgym.trainers.llm.LLMPolicy` falls back to ``model.forward`` for any other architecture.
 
 **LoRA adapters** (``peft``) run inside it: each projection is read from the live parameters at every prefill,
-its adapters folded into the weight where the weights are concatenated anyway (small models: ``W + s·B·A``),
-and applied as two thin products beside it otherwise (``x·Wᵀ + s·(x·Aᵀ)·Bᵀ``, no copy of the weights). A
-policy with adapters therefore samples from its current weights, at the plain model's speed.
+its adapters folded into a copy of the weight (``W + s·B·A``, up to :data:`FOLD_MAX_PARAMETERS`) or applied as two
+thin products beside it (``x·Wᵀ + s·(x·Aᵀ)·Bᵀ``, no copy of the weights) for larger models. A policy with
+adapters therefore samples from its current weights, at the plain model's speed.
 """
 
 from __future__ import annotations
@@ -41,9 +41,13 @@ __all__ = ["Decoder", "PrefixCache", "StopStrings", "has_adapters", "supports"]
 
 _FAMILIES = frozenset({"llama", "qwen2", "mistral"})
 FUSE_MAX_PARAMETERS = 100_000_000
-"""Models up to this size run q/k/v and gate/up as one matrix product each, LoRA adapters folded in (their weights
-are concatenated at every prefill, so the fused copy always matches the live weights); for small models the number
-of products, not their size, is the cost. Larger models use the separate projections and no extra memory."""
+"""Models up to this size run q/k/v and gate/up as one matrix product each (their weights are concatenated at every
+prefill, so the fused copy always matches the live weights); for small models the number of products, not their
+size, is the cost. Larger models use the separate projections."""
+FOLD_MAX_PARAMETERS = 2_000_000_000
+"""Models up to this size sample with their LoRA adapters folded into a copy of each adapted weight, made at every
+prefill (``W + s·B·A``: one product per projection per token instead of three); larger ones keep the adapters
+low-rank beside the base weights, which costs no memory."""
 
 
 def supports(model: Any) -> bool:
@@ -183,7 +187,8 @@ class Decoder:
         self.heads = config.num_attention_heads
         self.kv_heads = getattr(config, "num_key_value_heads", None) or self.heads
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.heads
-        self.fuse = sum(p.numel() for p in model.parameters()) <= FUSE_MAX_PARAMETERS
+        size = sum(p.numel() for p in model.parameters())
+        self.fuse, self.fold = size <= FUSE_MAX_PARAMETERS, size <= FOLD_MAX_PARAMETERS
         self.layers: list[_Layer] = []
         self.head: _Projection | None = None
 
@@ -202,32 +207,41 @@ class Decoder:
         rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
         return x * cos + rotated * sin
 
-    def _forward(self, ids: Tensor, positions: Tensor, start: int, mask: Tensor) -> Tensor:
+    def _forward(self, ids: Tensor, positions: Tensor, start: int, mask: Tensor | None) -> Tensor:
         """Run ``ids`` (``[n, T]``, at buffer columns ``start … start+T``) through the layers, writing their
-        keys and values; ``mask`` (``[n, 1, T, start+T]``) says which columns each query sees. Returns
-        the last position's logits."""
+        keys and values; ``mask`` (``[n, 1, T, start+T]``) says which columns each query sees, ``None`` that
+        the chunk is the whole sequence, unpadded (plain causal attention). Returns the last position's logits.
+
+        The last layer needs only the last position's output: its other queries, output projection and MLP are
+        skipped (their keys and values are still written)."""
         n, length = ids.shape
         end = start + length
         hidden = self.inner.embed_tokens(ids)
         cos, sin = self.inner.rotary_emb(hidden, positions)
         cos, sin = cos[:, None], sin[:, None]
         q_size, kv_size = self.heads * self.head_dim, self.kv_heads * self.head_dim
-        for layer, p, k_buf, v_buf in zip(self.inner.layers, self.layers, self.k, self.v, strict=True):
+        final = len(self.layers) - 1
+        for i, (layer, p, k_buf, v_buf) in enumerate(zip(self.inner.layers, self.layers, self.k, self.v, strict=True)):
             x = self._rms_norm(layer.input_layernorm, hidden)
             qkv = [proj(x) for proj in p.qkv]
             q, k, v = qkv[0].split([q_size, kv_size, kv_size], dim=-1) if len(qkv) == 1 else qkv
-            q = q.view(n, length, self.heads, self.head_dim).transpose(1, 2)
+            q = self._rotate(q.view(n, length, self.heads, self.head_dim).transpose(1, 2), cos, sin)
             k = k.view(n, length, self.kv_heads, self.head_dim).transpose(1, 2)
             k_buf[:, :, start:end] = self._rotate(k, cos, sin)
             v_buf[:, :, start:end] = v.view(n, length, self.kv_heads, self.head_dim).transpose(1, 2)
+            causal = mask is None
+            if i == final and length > 1:  # from here on, the last position only (it sees every column)
+                q, hidden, causal = q[:, :, -1:], hidden[:, -1:], False
+                mask = mask[:, :, -1:] if mask is not None else None
             out = F.scaled_dot_product_attention(
-                self._rotate(q, cos, sin),
+                q,
                 k_buf[:, :, :end],
                 v_buf[:, :, :end],
                 attn_mask=mask,
+                is_causal=causal,
                 enable_gqa=self.kv_heads != self.heads,
             )
-            hidden = hidden + p.o(out.transpose(1, 2).reshape(n, length, -1))
+            hidden = hidden + p.o(out.transpose(1, 2).reshape(n, q.shape[2], -1))
             x = self._rms_norm(layer.post_attention_layernorm, hidden)
             gate_up = [proj(x) for proj in p.gate_up]
             gate, up = gate_up[0].chunk(2, dim=-1) if len(gate_up) == 1 else gate_up
@@ -236,15 +250,15 @@ class Decoder:
         return self.head(last).float()
 
     def _read_weights(self) -> None:
-        """Every projection from the live parameters (and adapters): small models fold the adapters in and run
-        q/k/v and gate/up as one product each; larger ones keep the parameters as they are."""
+        """Every projection from the live parameters and adapters: small models run q/k/v and gate/up as one
+        product each; adapters are folded in up to :data:`FOLD_MAX_PARAMETERS`, kept low-rank above it."""
         self.layers = []
         for layer in self.inner.layers:
             attn, mlp = layer.self_attn, layer.mlp
-            q, k, v, o = (_projection(m) for m in (attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj))
-            gate, up, down = (_projection(m) for m in (mlp.gate_proj, mlp.up_proj, mlp.down_proj))
+            modules = (attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj, mlp.gate_proj, mlp.up_proj, mlp.down_proj)
+            q, k, v, o, gate, up, down = (_projection(m).folded() if self.fold else _projection(m) for m in modules)
             self.layers.append(
-                _Layer((_concatenated((q, k, v)),), o.folded(), (_concatenated((gate, up)),), down.folded())
+                _Layer((_concatenated((q, k, v)),), o, (_concatenated((gate, up)),), down)
                 if self.fuse
                 else _Layer((q, k, v), o, (gate, up), down)
             )
@@ -299,7 +313,10 @@ class Decoder:
         causal = columns[None, :width] <= query_cols[:, None]  # [new, width]
         own = columns[None, :width] == query_cols[:, None]  # a padding query sees itself: no empty softmax rows
         mask = (self.valid[:, None, :width] & causal[None]) | own[None]
-        logits = self._forward(chunk.to(device), positions.to(device), start, mask[:, None].to(device))
+        plain = start == 0 and bool(lengths.eq(width).all())  # no padding, nothing cached: causal attention
+        logits = self._forward(
+            chunk.to(device), positions.to(device), start, None if plain else mask[:, None].to(device)
+        )
         index = torch.tensor(rows, device=device)
         self.k = [k.index_select(0, index) for k in self.k]
         self.v = [v.index_select(0, index) for v in self.v]
