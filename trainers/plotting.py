@@ -86,10 +86,10 @@ def plot_learning_curves(
     fig, grid = plt.subplots(height, width, figsize=(4.6 * width, 3.4 * height), squeeze=False)
     for ax in grid.flat[len(panels) :]:
         ax.set_visible(False)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]  # one colour per run, the same in every panel
     for ax, key in zip(grid.flat, panels, strict=False):
         name = key.removeprefix("eval_").replace("_", " ")
         rate, lowest, used = key.removeprefix("eval_") in RATES, [], 1
-        colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
         for i, (label, rows) in enumerate(runs.items()):
             color = colors[i % len(colors)]
             for series in (key, f"eval_{key}") if not key.startswith("eval_") else (key,):
