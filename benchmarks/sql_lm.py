@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -88,6 +89,40 @@ def failures(eval_dir: Path) -> dict[str, dict[str, int]]:
     return dict(sorted(out.items()))
 
 
+_LITERAL = re.compile(r"'([^']*)'|\b(\d+(?:\.\d+)?)\b")
+NEEDS = ("copied", "derived, seen", "derived, unseen", "one-off")
+
+
+def literal_needs(eval_dir: Path) -> dict[str, dict[str, int]]:
+    """Test episodes and successes by what the gold query's literals (quoted strings, numbers) ask of the model:
+    ``copied`` (every one is in the question's text), ``derived, seen`` (those not in the question, e.g.
+    ``'2023-05'`` for "May 2023", all occur in the family's training gold queries), ``derived, unseen`` (one of
+    them never does: the training set cannot show it), ``one-off`` (no family in the training set)."""
+    import gymnasium as gym
+
+    from agentgym.envs.sql import dataset
+
+    seen: dict[str, set[str]] = {}
+    for task in dataset.load_tasks(dataset.TRAINING_TASKS):
+        seen.setdefault(task.family, set()).update(a or b for a, b in _LITERAL.findall(task.gold_sql))
+    env = gym.make(ENV_ID, split="test")
+    tasks = env.unwrapped.tasks
+    env.close()
+    out = {need: {"n": 0, "success": 0} for need in NEEDS}
+    for line in (eval_dir / "episodes.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        task = tasks[record["reset"]["options"]["task_index"]]
+        derived = {a or b for a, b in _LITERAL.findall(task.gold_sql)} - {""}
+        derived = {x for x in derived if x not in task.question}
+        if task.family not in seen:
+            need = "one-off"
+        else:
+            need = "copied" if not derived else "derived, seen" if derived <= seen[task.family] else "derived, unseen"
+        out[need]["n"] += 1
+        out[need]["success"] += bool(record["success"])
+    return out
+
+
 def checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
     """(step, directory) of a run's checkpoints, in order."""
     found = [(int(p.name.removeprefix("step-")), p) for p in (run_dir / "checkpoints").glob("step-*")]
@@ -97,7 +132,7 @@ def checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
 def run_seed(args: argparse.Namespace, seed: int, out: Path) -> dict[str, Any]:
     """SFT then GRPO for one seed; their evaluations; the curve if asked."""
     torch.manual_seed(seed)
-    sft_settings = {k: v for k, v in TINY["sft-sqllookup"].items()}
+    sft_settings = {**TINY["sft-sqllookup"], **args.sft_set}
     sft_config = SFTConfig.model_validate(
         {
             **sft_settings,
@@ -156,6 +191,7 @@ def run_seed(args: argparse.Namespace, seed: int, out: Path) -> dict[str, Any]:
         eval_dir = out / f"seed-{seed}" / f"eval-{stage}"
         result[stage]["test"] = evaluate(model / "final", rollout, eval_dir)
         result[stage]["test"]["by_family"] = failures(eval_dir)
+        result[stage]["test"]["by_literal"] = literal_needs(eval_dir)
     print(f"seed {seed}: test success SFT {result['sft']['test']['success']:.1%}, "
           f"GRPO {result['grpo']['test']['success']:.1%}", flush=True)  # fmt: skip
     curve = [{"minutes": 0.0, "stage": "base", "success": None}]
@@ -237,6 +273,16 @@ def plot(results: list[dict[str, Any]], path: Path, title: str, clock: str) -> N
     plt.close(fig)
 
 
+def _setting(text: str) -> tuple[str, Any]:
+    key, sep, value = text.partition("=")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=JSON")
+    try:
+        return key, json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"{key}: {value!r} is not JSON ({exc.msg})") from None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="tiny", help="the base: tiny (shipped) or a model directory")
@@ -245,12 +291,21 @@ def main() -> None:
     parser.add_argument("--sft-episodes", type=int, default=TINY["sft-sqllookup"]["episodes"])
     parser.add_argument("--sft-epochs", type=int, default=TINY["sft-sqllookup"]["epochs"], help="passes over the demos")
     parser.add_argument("--sft-checkpoint-every", type=int, default=96)
+    parser.add_argument(
+        "--sft-set",
+        type=_setting,
+        action="append",
+        default=[],
+        metavar="KEY=JSON",
+        help="a field of the SFT recipe, e.g. --sft-set lr_schedule='\"cosine\"' (repeatable)",
+    )
     parser.add_argument("--grpo-minutes", type=float, default=3.0)
     parser.add_argument("--grpo-checkpoint-every", type=int, default=10)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--runs", default="runs/sql_lm", help="where the runs go")
     parser.add_argument("--results", default="benchmarks/results/sql_lm", help="results prefix (.json, .md, .png)")
     args = parser.parse_args()
+    args.sft_set = dict(args.sft_set)
     torch.set_num_threads(args.threads)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     out = Path(args.runs)
