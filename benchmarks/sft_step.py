@@ -11,9 +11,13 @@ optimizer step each:
   :func:`agentgym.trainers.llm.token_logprobs` (the output layer only where the next token is the policy's).
 
 The two runs interleave (plain, ours, ours, plain, ...) so load from other processes hits both alike; the report
-is the median seconds per step, the tokens a step computes (padding included) and the padding's share::
+is the median seconds per step, the tokens a step computes (padding included), the padding's share and the
+forward+backward throughput in real (unpadded) tokens per second. ``--model smollm2 --lora-r 16`` times a real model
+with LoRA adapters (peft), the plain step then being a plain transformers/peft loop::
 
     python benchmarks/sft_step.py            # ~2 min on 2 cores; benchmarks/results/sft_step.json
+    python benchmarks/sft_step.py --model smollm2 --lora-r 16 --batch-size 8 --episodes 256 --steps 3 --repeats 2 \
+        --json benchmarks/results/sft_step_smollm2.json
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from pathlib import Path
 import torch
 
 from agentgym.app.recipes import TINY
-from agentgym.trainers.llm import token_logprobs
+from agentgym.trainers.llm import resolve_model_source, token_logprobs
 from agentgym.trainers.rollout import collate
 from agentgym.trainers.sft import SFT, SFTConfig
 
@@ -45,6 +49,8 @@ def our_step(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="tiny", help="tiny (the shipped base), smollm2, or a model directory")
+    parser.add_argument("--lora-r", type=int, default=0, help="LoRA rank (0: every weight trains)")
     parser.add_argument("--episodes", type=int, default=2048, help="oracle demonstrations")
     parser.add_argument("--batch-size", type=int, default=TINY["sft-sqllookup"]["batch_size"])
     parser.add_argument("--steps", type=int, default=12, help="timed steps per repeat")
@@ -54,7 +60,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     recipe = {**TINY["sft-sqllookup"], "episodes": args.episodes, "batch_size": args.batch_size, "eval_split": None}
-    trainer = SFT("tiny", SFTConfig.model_validate(recipe))
+    trainer = SFT(resolve_model_source(args.model), SFTConfig.model_validate({**recipe, "lora_r": args.lora_r}))
     samples = [s for s in trainer.samples() if any(s.loss_mask)]
     model, pad = trainer.policy.model, trainer.policy.pad_id
     model.train()
@@ -94,6 +100,7 @@ def main() -> None:
             "seconds_per_step": statistics.median(seconds[name]),
             "tokens_per_step": statistics.mean(tokens[name]),
             "padding": 1 - sum(real[name]) / sum(tokens[name]),
+            "tokens_per_second": sum(real[name]) / sum(seconds[name]),
         }
         for name in seconds
     }
@@ -104,8 +111,9 @@ def main() -> None:
     for name in ("plain", "ours"):
         row = result[name]
         print(f"{name:>6}: {row['seconds_per_step']:.3f} s/step, {row['tokens_per_step']:.0f} tokens/step, "
-              f"padding {row['padding']:.1%}")  # fmt: skip
-    print(f"ours {result['speedup']:.2f}x plain transformers (batch {args.batch_size}, {args.threads} threads)")
+              f"padding {row['padding']:.1%}, {row['tokens_per_second']:.0f} tokens/s")  # fmt: skip
+    print(f"ours {result['speedup']:.2f}x plain transformers ({args.model}, LoRA r {args.lora_r}, "
+          f"batch {args.batch_size}, {args.threads} threads)")  # fmt: skip
 
 
 if __name__ == "__main__":
