@@ -93,6 +93,11 @@ _LITERAL = re.compile(r"'([^']*)'|\b(\d+(?:\.\d+)?)\b")
 NEEDS = ("copied", "derived, seen", "derived, unseen", "one-off")
 
 
+def _literals(sql: str) -> set[str]:
+    """The quoted strings and numbers of a query."""
+    return {quoted or number for quoted, number in _LITERAL.findall(sql)} - {""}
+
+
 def literal_needs(eval_dir: Path) -> dict[str, dict[str, int]]:
     """Test episodes and successes by what the gold query's literals (quoted strings, numbers) ask of the model:
     ``copied`` (every one is in the question's text), ``derived, seen`` (those not in the question, e.g.
@@ -104,7 +109,7 @@ def literal_needs(eval_dir: Path) -> dict[str, dict[str, int]]:
 
     seen: dict[str, set[str]] = {}
     for task in dataset.load_tasks(dataset.TRAINING_TASKS):
-        seen.setdefault(task.family, set()).update(a or b for a, b in _LITERAL.findall(task.gold_sql))
+        seen.setdefault(task.family, set()).update(_literals(task.gold_sql))
     env = gym.make(ENV_ID, split="test")
     tasks = env.unwrapped.tasks
     env.close()
@@ -112,8 +117,7 @@ def literal_needs(eval_dir: Path) -> dict[str, dict[str, int]]:
     for line in (eval_dir / "episodes.jsonl").read_text().splitlines():
         record = json.loads(line)
         task = tasks[record["reset"]["options"]["task_index"]]
-        derived = {a or b for a, b in _LITERAL.findall(task.gold_sql)} - {""}
-        derived = {x for x in derived if x not in task.question}
+        derived = {x for x in _literals(task.gold_sql) if x not in task.question}
         if task.family not in seen:
             need = "one-off"
         else:

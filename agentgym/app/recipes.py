@@ -181,7 +181,7 @@ TINY |= {
         "group_by_length": True,
         # 12 passes (2,304 steps): 64.6 / 65.6 / 67.5 % test (benchmarks/results/sql_lm_long.*); one pass 5.3 / 0.5 /
         # 0.0 %. A cosine-decayed 2e-3 reaches its plateau in half the steps (60 % by step 1,152) but no higher:
-        # 61.7 / 62.2 / 66.0 % at step 2,304 (benchmarks/results/sql_lm.*).
+        # 61.7 / 62.2 / 66.0 % at step 2,304 (benchmarks/results/sql_lm_cosine.*).
         "epochs": 12,
         "warmup_steps": 10,
     },
