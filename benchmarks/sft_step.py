@@ -8,7 +8,7 @@ optimizer step each:
   labels)`` with ``labels = -100`` outside the policy's tokens (the output layer and the softmax over every
   position, pad included);
 - **ours**: SFT's own step: batches grouped by length (``group_by_length``: less padding) and
-  :func:`agentgym.trainers.llm.token_logprobs` (the output layer only where the next token is the policy's).
+  :meth:`SFT.loss` (the output layer only where the next token is the policy's).
 
 The two runs interleave (plain, ours, ours, plain, ...) so load from other processes hits both alike; the report
 is the median seconds per step, the tokens a step computes (padding included), the padding's share and the
@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 
 from agentgym.app.recipes import TINY
-from agentgym.trainers.llm import resolve_model_source, token_logprobs
+from agentgym.trainers.llm import resolve_model_source
 from agentgym.trainers.rollout import collate
 from agentgym.trainers.sft import SFT, SFTConfig
 
@@ -39,12 +39,6 @@ from agentgym.trainers.sft import SFT, SFTConfig
 def plain_step(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     labels = batch["input_ids"].masked_fill(batch["loss_mask"] == 0, -100)
     return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=labels).loss
-
-
-def our_step(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    logp, _ = token_logprobs(model, batch["input_ids"], batch["attention_mask"], batch["loss_mask"])
-    mask = batch["loss_mask"].to(logp.dtype)
-    return -(logp * mask).sum() / mask.sum()
 
 
 def main() -> None:
@@ -69,7 +63,7 @@ def main() -> None:
         trainer.config.group_by_length = grouped
         order = trainer._order(samples, 0)
         orders[name] = [order[i : i + args.batch_size] for i in range(0, len(order), args.batch_size)]
-    steps = {"plain": plain_step, "ours": our_step}
+    steps = {"plain": plain_step, "ours": lambda _, batch: trainer.loss(batch)[0]}  # SFT's own loss
     seconds: dict[str, list[float]] = {"plain": [], "ours": []}
     tokens: dict[str, list[int]] = {"plain": [], "ours": []}
     real: dict[str, list[int]] = {"plain": [], "ours": []}

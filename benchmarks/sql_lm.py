@@ -32,6 +32,8 @@ import torch
 
 from agentgym.app.evaluation import evaluate_agent
 from agentgym.app.recipes import TINY
+from agentgym.app.reports import load_episodes
+from agentgym.episode import EpisodeRecord
 from agentgym.trainers.grpo import GRPO, GRPOConfig
 from agentgym.trainers.llm import LLMPolicy
 from agentgym.trainers.sft import SFT, SFTConfig
@@ -62,27 +64,30 @@ def evaluate(model_dir: Path, rollout: dict[str, Any], out_dir: Path | None = No
     }
 
 
-def failures(eval_dir: Path) -> dict[str, dict[str, int]]:
-    """Per question family of the test split: episodes, successes, and how the others ended — ``error`` (every
-    answer_sql failed to run: a query SQLite refuses), ``wrong`` (a query that ran, the wrong result),
-    ``unfinished`` (no answer within the turn budget, or an unreadable call)."""
+def _test_episodes(eval_dir: Path) -> list[tuple[Any, EpisodeRecord]]:
+    """``(task, record)`` for every episode of an evaluation of SQLLookup-v1's test split."""
     import gymnasium as gym
 
     env = gym.make(ENV_ID, split="test")
     tasks = env.unwrapped.tasks
     env.close()
+    return [(tasks[r.reset["options"]["task_index"]], r) for r in load_episodes(eval_dir / "episodes.jsonl")]
+
+
+def failures(eval_dir: Path) -> dict[str, dict[str, int]]:
+    """Per question family of the test split: episodes, successes, and how the others ended — ``error`` (every
+    answer_sql failed to run: a query SQLite refuses), ``wrong`` (a query that ran, the wrong result),
+    ``unfinished`` (no answer within the turn budget, or an unreadable call)."""
     out: dict[str, dict[str, int]] = {}
-    for line in (eval_dir / "episodes.jsonl").read_text().splitlines():
-        record = json.loads(line)
-        task = tasks[record["reset"]["options"]["task_index"]]
+    for task, record in _test_episodes(eval_dir):
         row = out.setdefault(task.family or "", {"n": 0, "success": 0, "error": 0, "wrong": 0, "unfinished": 0})
         row["n"] += 1
-        last = record["observations"][-1] if record["observations"] else ""
-        if record["success"]:
+        last = record.observations[-1] if record.observations else ""
+        if record.success:
             row["success"] += 1
         elif "Answer recorded" in last:
             row["wrong"] += 1
-        elif any("Error:" in o for o in record["observations"][1:]):
+        elif any("Error:" in o for o in record.observations[1:]):
             row["error"] += 1
         else:
             row["unfinished"] += 1
@@ -103,27 +108,20 @@ def literal_needs(eval_dir: Path) -> dict[str, dict[str, int]]:
     ``copied`` (every one is in the question's text), ``derived, seen`` (those not in the question, e.g.
     ``'2023-05'`` for "May 2023", all occur in the family's training gold queries), ``derived, unseen`` (one of
     them never does: the training set cannot show it), ``one-off`` (no family in the training set)."""
-    import gymnasium as gym
-
     from agentgym.envs.sql import dataset
 
     seen: dict[str, set[str]] = {}
     for task in dataset.load_tasks(dataset.TRAINING_TASKS):
         seen.setdefault(task.family, set()).update(_literals(task.gold_sql))
-    env = gym.make(ENV_ID, split="test")
-    tasks = env.unwrapped.tasks
-    env.close()
     out = {need: {"n": 0, "success": 0} for need in NEEDS}
-    for line in (eval_dir / "episodes.jsonl").read_text().splitlines():
-        record = json.loads(line)
-        task = tasks[record["reset"]["options"]["task_index"]]
+    for task, record in _test_episodes(eval_dir):
         derived = {x for x in _literals(task.gold_sql) if x not in task.question}
         if task.family not in seen:
             need = "one-off"
         else:
             need = "copied" if not derived else "derived, seen" if derived <= seen[task.family] else "derived, unseen"
         out[need]["n"] += 1
-        out[need]["success"] += bool(record["success"])
+        out[need]["success"] += record.success
     return out
 
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import importlib.util
-import json
 from pathlib import Path
 
 import gymnasium as gym
 
 import agentgym  # noqa: F401  (registers agentgym/*)
+from agentgym.episode import EpisodeRecord
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,7 +36,8 @@ def test_literal_needs_sorts_test_questions_by_what_their_literals_ask(tmp_path)
         first(tasks, lambda t: t.family == "orders_in_month" and "May 2023" in t.question): ("derived, unseen", False),
         first(tasks, lambda t: t.family in (None, "", "one_off")): ("one-off", False),
     }
-    lines = [json.dumps({"reset": {"options": {"task_index": i}}, "success": ok}) for i, (_, ok) in picked.items()]
+    records = [EpisodeRecord(reset={"options": {"task_index": i}}, success=ok) for i, (_, ok) in picked.items()]
+    lines = [record.to_line() for record in records]
     (tmp_path / "episodes.jsonl").write_text("\n".join(lines) + "\n")
     needs = sql_lm.literal_needs(tmp_path)
     assert set(needs) == set(sql_lm.NEEDS)

@@ -146,6 +146,14 @@ class SFT(LLMTrainer):
             order = [sample for batch in batches + short for sample in batch]
         return order
 
+    def loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, float]:
+        """The mean cross-entropy over the policy's tokens of a collated batch, and the share of those tokens the
+        model gives more than half its probability."""
+        logp, _ = token_logprobs(self.policy.model, batch["input_ids"], batch["attention_mask"], batch["loss_mask"])
+        mask = batch["loss_mask"].to(logp.dtype)
+        token_accuracy = float(((logp.detach() > -0.693) * mask).sum() / mask.sum())
+        return -(logp * mask).sum() / mask.sum(), token_accuracy
+
     def train_steps(self, steps: int | None = None) -> Iterator[dict[str, Any]]:
         """``epochs`` passes over the samples, ``batch_size`` samples a step (a resumed run continues its epoch)."""
         cfg, model = self.config, self.policy.model
@@ -165,9 +173,7 @@ class SFT(LLMTrainer):
                 order, order_epoch = self._order(samples, epoch), epoch
             batch = collate(order[k * cfg.batch_size : (k + 1) * cfg.batch_size], self.policy.pad_id)
             batch = {key: v.to(self.policy.device) for key, v in batch.items()}
-            logp, _ = token_logprobs(model, batch["input_ids"], batch["attention_mask"], batch["loss_mask"])
-            mask = batch["loss_mask"].to(logp.dtype)
-            loss = -(logp * mask).sum() / mask.sum()
+            loss, token_accuracy = self.loss(batch)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], cfg.max_grad_norm)
@@ -178,7 +184,7 @@ class SFT(LLMTrainer):
                 "step": self.step,
                 "epoch": epoch + 1,
                 "loss": loss.item(),
-                "token_accuracy": float(((logp.detach() > -0.693) * mask).sum() / mask.sum()),
+                "token_accuracy": token_accuracy,
                 "time": time.perf_counter() - t0,
             }
 
