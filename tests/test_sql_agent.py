@@ -46,7 +46,7 @@ def test_the_leak_check_catches_a_test_question_however_spaced():
 
 def test_the_training_set_is_larger_and_takes_more_values_than_v1(training):
     distinct = {t.question for t in training}
-    assert len(distinct) >= 1200 and len(training) >= 2000  # 1,302 questions, 2,083 entries with repeats
+    assert len(distinct) >= 1400 and len(training) >= 2000  # 1,518 questions, 2,149 entries with repeats
     assert {t.split for t in training} == {"train"}
     assert len({t.id for t in training}) == len(training)
     per_family = Counter(t.family for t in training)
@@ -57,6 +57,20 @@ def test_the_training_set_is_larger_and_takes_more_values_than_v1(training):
         return {t.gold_sql.split("country = ")[1].split("'")[1] for t in tasks if t.family == "customers_in_country"}
 
     assert len(countries(training)) > 2 * len(countries(v1))  # 30 values against v1's 11
+
+
+def test_the_training_set_varies_each_slot_on_its_own(training):
+    """A date question's month meets several years (orders run from 2016, v0's from 2022), and a secondary slot
+    (how many customers) meets every country: the model must compose the values, not recall them together."""
+    years_of_month = Counter(
+        t.question.split(" in ")[1].split()[0] for t in {t.question: t for t in training}.values()
+        if t.family == "orders_in_month"
+    )  # fmt: skip
+    assert min(years_of_month[m] for m in ("January", "March", "May", "August")) >= 3
+    asked = {(t.question.split()[1], t.question.split(" from ")[1].split(" have")[0])
+             for t in training if t.family == "top_customers_by_orders"}  # fmt: skip
+    by_country = Counter(country for _, country in asked)
+    assert sum(1 for n in by_country.values() if n >= 2) >= 10
 
 
 def test_the_training_database_rebuilds_and_v0s_does_not_change(tmp_path):

@@ -312,6 +312,8 @@ class Vocabulary:
     discontinued: frozenset[str] = frozenset(_DISCONTINUED)
     customers: int = 320
     orders: int = 1600
+    first_year: int = 2022
+    """Orders run from this year to :data:`END_DATE`; customers sign up from two years before."""
 
 
 V0_VOCABULARY = Vocabulary()
@@ -413,9 +415,11 @@ TRAINING_VOCABULARY = replace(
     discontinued=V0_VOCABULARY.discontinued | {"Toaster", "Clip-on Lamp", "Podcast Kit", "Laminator", "Cable Lock"},
     customers=900,
     orders=4000,
+    first_year=2016,
 )
 """v0's vocabulary and more: 10 more departments (with 20 more job titles), 23 more countries, 50 more cities, 8 more
-product categories (65 products), more names; 900 customers and 4,000 orders."""
+product categories (65 products), more names; 900 customers and 4,000 orders from 2016 on (v0's from 2022), so
+that the date questions meet every month name and more years than the test's."""
 
 
 def _rows(seed: int, vocab: Vocabulary = V0_VOCABULARY) -> dict[str, list[tuple[Any, ...]]]:
@@ -487,7 +491,7 @@ def _rows(seed: int, vocab: Vocabulary = V0_VOCABULARY) -> dict[str, list[tuple[
         limits = {"Enterprise": (50_000, 100_000, 250_000), "Mid-Market": (25_000, 50_000), "SMB": (5_000, 10_000)}
         credit = None if rng.random() < 0.15 else rng.choice(limits[segment])
         manager = rng.choice(account_managers)[0] if segment != "SMB" or rng.random() < 0.4 else None
-        signup = _day(rng, dt.date(2020, 1, 1), dt.date(2024, 10, 31))
+        signup = _day(rng, dt.date(vocab.first_year - 2, 1, 1), dt.date(2024, 10, 31))
         customers.append(
             (cid, company, f"{first} {last}", email, city, country, segment, signup.isoformat(), credit, manager)
         )
@@ -510,7 +514,7 @@ def _rows(seed: int, vocab: Vocabulary = V0_VOCABULARY) -> dict[str, list[tuple[
     buyers = [c for c in customers if rng.random() > 0.06]
     weights = [1 / (k + 12) for k in range(len(buyers))]
     orders, items = [], []
-    first_day = dt.date(2022, 1, 1)
+    first_day = dt.date(vocab.first_year, 1, 1)
     span = (END_DATE - first_day).days
     for oid in range(1, vocab.orders + 1):
         day = first_day + dt.timedelta(days=int(span * rng.random() ** 0.85))
@@ -529,7 +533,7 @@ def _rows(seed: int, vocab: Vocabulary = V0_VOCABULARY) -> dict[str, list[tuple[
             if product not in chosen and not (product[6] and day.year == 2024):
                 chosen.append(product)
         total = 0.0
-        factor = {2022: 0.9, 2023: 0.95, 2024: 1.0}[day.year]
+        factor = 1 - 0.05 * (END_DATE.year - day.year)  # prices rise 5 points a year
         for product in chosen:
             quantity = min(50, 1 + int(rng.expovariate(1 / 3)))
             price = round(product[4] * factor, 2)
@@ -681,8 +685,19 @@ _REVENUE = "oi.quantity * oi.unit_price * (1 - oi.discount)"
 class _Picker:
     """Draws question parameters from the database being built."""
 
-    def __init__(self, conn: sqlite3.Connection, rng: random.Random) -> None:
-        self.conn, self.rng = conn, rng
+    def __init__(self, conn: sqlite3.Connection, rng: random.Random, spread: bool = False) -> None:
+        self.conn, self.rng, self.spread = conn, rng, spread
+
+    def choices(self, options: tuple[Any, ...]) -> list[Any]:
+        """A question's secondary slot: one option drawn at random, or every option when spreading (a training
+        set, where each value of the main slot should meet each value of this one)."""
+        return list(options) if self.spread else [self.rng.choice(options)]
+
+    def years(self, table: str = "orders", column: str = "order_date", skip: int = 0) -> str:
+        """A one-column table ``y`` of the years in ``table.column`` (the first ``skip`` left out), for a
+        family that crosses years with another slot."""
+        found = [r[0] for r in self.conn.execute(f"SELECT DISTINCT strftime('%Y', {column}) FROM {table} ORDER BY 1")]
+        return "(" + " UNION ".join(f"SELECT '{y}' AS y" for y in found[skip:]) + ")"
 
     def values(self, sql: str) -> list[Any]:
         """The query's rows (first column alone if it has one), shuffled."""
@@ -963,8 +978,8 @@ def _customers_of_account_manager(p: _Picker) -> Iterator[tuple[str, str, list[s
 
 @_family("top_customers_by_orders", "aggregate")
 def _top_customers_by_orders(p: _Picker) -> Iterator[tuple[str, str, list[str]]]:
-    for country in p.values("SELECT DISTINCT country FROM customers"):
-        n = p.rng.choice((3, 4, 5))
+    countries = p.values("SELECT DISTINCT country FROM customers")
+    for country, n in ((c, n) for c in countries for n in p.choices((3, 4, 5))):
         base = f"FROM customers c JOIN orders o ON o.customer_id = c.id WHERE c.country = {_lit(country)} GROUP BY c.id"
         yield (
             f"Which {n} customers from {_the(country)} have placed the most orders? Give each company name and its "
@@ -980,9 +995,7 @@ def _top_customers_by_orders(p: _Picker) -> Iterator[tuple[str, str, list[str]]]
 
 @_family("category_revenue_in_year", "aggregate")
 def _category_revenue(p: _Picker) -> Iterator[tuple[str, str, list[str]]]:
-    for cat, year in p.values(
-        "SELECT DISTINCT category, y FROM products, (SELECT '2022' AS y UNION SELECT '2023' UNION SELECT '2024')"
-    ):
+    for cat, year in p.values(f"SELECT DISTINCT category, y FROM products, {p.years()}"):
         base = (
             "FROM order_items oi JOIN products p ON p.id = oi.product_id JOIN orders o ON o.id = oi.order_id "
             f"WHERE p.category = {_lit(cat)} AND strftime('%Y', o.order_date) = '{year}'"
@@ -1212,8 +1225,8 @@ def _large_orders(p: _Picker) -> Iterator[tuple[str, str, list[str]]]:
 
 @_family("earns_more_than_manager", "nested")
 def _earns_more_than_manager(p: _Picker) -> Iterator[tuple[str, str, list[str]]]:
-    for dept in p.values("SELECT name FROM departments WHERE head_id IS NOT NULL"):
-        pct = p.rng.choice((65, 70, 75))
+    heads = p.values("SELECT name FROM departments WHERE head_id IS NOT NULL")
+    for dept, pct in ((d, pct) for d in heads for pct in p.choices((65, 70, 75))):
         base = (
             "SELECT e.first_name, e.last_name FROM employees e WHERE e.department_id = "
             f"(SELECT id FROM departments WHERE name = {_lit(dept)}) AND e.salary "
@@ -1250,8 +1263,9 @@ def _orders_in_month(p: _Picker) -> Iterator[tuple[str, str, list[str]]]:
 
 @_family("average_shipping_days", "date")
 def _average_shipping_days(p: _Picker) -> Iterator[tuple[str, str, list[str]]]:
-    for year, quarter in p.values("SELECT y, q FROM (SELECT '2022' y UNION SELECT '2023' UNION SELECT '2024'), "
-                                   "(SELECT 1 q UNION SELECT 2 UNION SELECT 3 UNION SELECT 4)"):  # fmt: skip
+    for year, quarter in p.values(
+        f"SELECT y, q FROM {p.years()}, (SELECT 1 q UNION SELECT 2 UNION SELECT 3 UNION SELECT 4)"
+    ):
         start = f"{year}-{3 * quarter - 2:02d}-01"
         end = f"{year}-{3 * quarter + 1:02d}-01" if quarter < 4 else f"{int(year) + 1}-01-01"
         where = f"WHERE shipped_date IS NOT NULL AND order_date >= '{start}' AND order_date < '{end}'"
@@ -1270,10 +1284,7 @@ def _average_shipping_days(p: _Picker) -> Iterator[tuple[str, str, list[str]]]:
 
 @_family("slow_shipments", "date")
 def _slow_shipments(p: _Picker) -> Iterator[tuple[str, str, list[str]]]:
-    for year, days in p.values(
-        "SELECT y, d FROM (SELECT '2022' y UNION SELECT '2023' UNION SELECT '2024'), "
-        "(SELECT 5 d UNION SELECT 7 UNION SELECT 10)"
-    ):
+    for year, days in p.values(f"SELECT y, d FROM {p.years()}, (SELECT 5 d UNION SELECT 7 UNION SELECT 10)"):
         base = f"SELECT COUNT(*) FROM orders WHERE strftime('%Y', order_date) = '{year}' AND "
         yield (
             f"How many orders placed in {year} took more than {days} days to ship?",
@@ -1303,9 +1314,7 @@ def _hires_still_employed(p: _Picker) -> Iterator[tuple[str, str, list[str]]]:
 
 @_family("busiest_month_or_weekday", "date")
 def _busiest_period(p: _Picker) -> Iterator[tuple[str, str, list[str]]]:
-    for year, unit in p.values(
-        "SELECT y, u FROM (SELECT '2022' y UNION SELECT '2023' UNION SELECT '2024'), (SELECT 'm' u UNION SELECT 'w')"
-    ):
+    for year, unit in p.values(f"SELECT y, u FROM {p.years()}, (SELECT 'm' u UNION SELECT 'w')"):
         if unit == "m":
             question = f"In which month of {year} were the most orders placed? Answer with the month number (1-12)."
             expr = "CAST(strftime('%m', order_date) AS INTEGER)"
@@ -1330,8 +1339,7 @@ def _busiest_period(p: _Picker) -> Iterator[tuple[str, str, list[str]]]:
 @_family("signups_in_quarter", "date")
 def _signups_in_quarter(p: _Picker) -> Iterator[tuple[str, str, list[str]]]:
     for year, quarter in p.values(
-        "SELECT y, q FROM (SELECT '2021' y UNION SELECT '2022' UNION SELECT '2023' UNION SELECT '2024'), "
-        "(SELECT 1 q UNION SELECT 2 UNION SELECT 3)"
+        f"SELECT y, q FROM {p.years('customers', 'signup_date', skip=1)}, (SELECT 1 q UNION SELECT 2 UNION SELECT 3)"
     ):
         start = f"{year}-{3 * quarter - 2:02d}-01"
         end = f"{year}-{3 * quarter + 1:02d}-01"
@@ -1510,11 +1518,13 @@ def build_tasks(
     *,
     exclude: LeakCheck | None = None,
     one_offs: bool = True,
+    spread: bool = False,
 ) -> list[SQLTask]:
     """The question set over ``database``: up to ``instances`` checked instances of each family and the one-off
     questions, split alternately (train, test, train, …), in a fixed order. An instance that ``exclude`` finds to
     be one of its test tasks (:meth:`LeakCheck.reason`) is never emitted; ``one_offs=False`` leaves the fixed
-    one-off questions out.
+    one-off questions out; ``spread=True`` crosses each value of a family's main slot with every value of its
+    secondary one (:meth:`_Picker.choices`) instead of one drawn at random.
 
     Each task gets three distractors, one of each kind of mistake: a logic slip that returns a wrong
     non-empty result, a value slip that returns nothing (no rows, or only 0/NULL: a wrong literal, a
@@ -1528,7 +1538,7 @@ def build_tasks(
     rng = random.Random(seed)
     db = ReadOnlySQLite(database)
     conn = sqlite3.connect(f"{Path(database).resolve().as_uri()}?mode=ro", uri=True)
-    picker = _Picker(conn, rng)
+    picker = _Picker(conn, rng, spread)
     seen_questions: set[str] = set()
 
     def checked(question: str, gold: str, wrong: list[str]) -> list[str] | None:
@@ -1671,8 +1681,8 @@ TRAINING_TASKS = DATA_DIR / "sql_tasks_training.jsonl"
 TRAINING_SET_SEED = 3
 TRAINING_SET_INSTANCES = 150
 TRAINING_SET_MIN_PER_FAMILY = 40
-TRAINING_DATABASE_SHA256 = "80abe9684b448a2c864914c831df156f9347c014bf04bc0065d562182d479e49"
-TRAINING_TASKS_SHA256 = "2c838cd8aaa721fa8c4694d99a75b0eeed840e40f2694e803f00ee4ca80c2422"
+TRAINING_DATABASE_SHA256 = "1eb1cea42c54cda024b7ab411a398dfc8c9a9c0932997f1ce172038ab8561928"
+TRAINING_TASKS_SHA256 = "772bcc8aa76db5a033d7458888cf781815fe20a5ea6c94d243e81bc05f73b3e4"
 """The shipped training set (``task_set="training"``; :func:`build_training_set`). Its database is built from
 :data:`TRAINING_VOCABULARY` with seed :data:`TRAINING_SET_SEED`; its questions are every family's instances there
 (at most :data:`TRAINING_SET_INSTANCES`), none a frozen test question or gold query."""
@@ -1703,7 +1713,7 @@ def build_training_set(
     db_path, tasks_path = out_dir / TRAINING_DATABASE.name, out_dir / TRAINING_TASKS.name
     db_sha = build_database(db_path, seed, TRAINING_VOCABULARY)
     with LeakCheck(test_tasks(), [DATABASE_V0, db_path]) as leaks:
-        tasks = build_tasks(db_path, seed, instances, exclude=leaks, one_offs=False)
+        tasks = build_tasks(db_path, seed, instances, exclude=leaks, one_offs=False, spread=True)
         leaks.assert_none(tasks)
     families: dict[str, list[SQLTask]] = {}
     for task in tasks:
