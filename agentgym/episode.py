@@ -17,20 +17,24 @@ Files written before this record (an eval line without ``reward_components``; a 
 ``env_reward``, ``turns`` and ``response_tokens`` but no observations) are converted when
 read (:meth:`EpisodeRecord.from_line`).
 
-Reading a log back (:func:`read_lines`, :func:`parse_line`): a log is untrusted input (a file from another
-machine, a run killed mid-write), so at most :data:`MAX_LINES` lines of at most :data:`MAX_LINE_BYTES` bytes are
-read, one at a time, and every line that is not an episode (not UTF-8, not JSON, nested past Python's reach,
-numbers whose sum overflows, a field of the wrong type) is a one-line ``ValueError`` reason, never a traceback.
+The file has one writer and one reader, used by every part: :func:`append_episodes` appends records (as valid UTF-8,
+flushed as each episode ends) and :func:`read_episodes` reads them back. A log is untrusted input (a file from
+another machine, a run killed mid-write), so at most :data:`MAX_LINES` lines of at most :data:`MAX_LINE_BYTES` bytes
+are read, one at a time, and every line that is not an episode (not UTF-8, not JSON, nested past Python's reach,
+numbers whose sum overflows, a field of the wrong type) is a one-line ``ValueError`` reason, never a traceback. A
+last line without its newline whose JSON ends early is *torn* (the writer died mid-line): the reader's ``torn``
+argument says whether to skip it or cut it off the file (a writer about to append, such as a resumed run).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, computed_field, field_validator, model_validator
 
@@ -40,9 +44,11 @@ __all__ = [
     "MAX_LINES",
     "MAX_LINE_BYTES",
     "EpisodeRecord",
+    "append_episodes",
     "components_of",
     "convert_old_line",
     "parse_line",
+    "read_episodes",
     "read_line_at",
     "read_lines",
     "summary_of",
@@ -148,8 +154,12 @@ class EpisodeRecord(BaseModel):
         return messages
 
     def to_line(self) -> str:
-        """The record as one JSON line (no newline), as ``episodes.jsonl`` files hold it."""
-        return self.model_dump_json()
+        """The record as one JSON line (no newline), as ``episodes.jsonl`` files hold it; a lone surrogate a model
+        wrote into an action becomes U+FFFD (no UTF-8 file holds one)."""
+        try:
+            return self.model_dump_json()
+        except ValueError:  # pydantic refuses to encode a lone surrogate
+            return type(self).model_validate(_valid_text(self.model_dump())).model_dump_json()
 
     @classmethod
     def from_line(cls, line: str | bytes | dict[str, Any]) -> EpisodeRecord:
@@ -211,6 +221,83 @@ def components_of(info: dict[str, Any]) -> dict[str, float]:
     if not isinstance(components, dict):
         return {}
     return {str(k): float(v) for k, v in components.items() if isinstance(v, int | float)}
+
+
+def append_episodes(path: str | Path, records: Iterable[EpisodeRecord]) -> None:
+    """Append ``records`` to the ``episodes.jsonl`` at ``path`` (creating it and its folder), one line each, in one
+    write that is flushed before returning, so a reader sees every episode as soon as it ended."""
+    lines = [record.to_line() + "\n" for record in records]
+    if lines:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as f:
+            f.write("".join(lines))
+
+
+def read_episodes(
+    path: str | Path,
+    *,
+    torn: Literal["skip", "cut"] = "skip",
+    bad: Literal["raise", "yield"] = "raise",
+    what: str = "an episode record",
+    max_line_bytes: int | None = None,
+    max_lines: int | None = None,
+) -> Iterator[tuple[int, int, EpisodeRecord | str]]:
+    """``(line number, byte offset, record)`` of an ``episodes.jsonl`` (none if the file does not exist), one line in
+    memory at a time, within :func:`read_lines`' limits.
+
+    A torn last line (see the module docstring) is skipped, or with ``torn="cut"`` cut off the file (and a whole last
+    record without its newline gets one), so that the next append starts a line of its own. Any other line that is
+    not a record raises ``ValueError("PATH:N: not <what> (<reason>)")``, or with ``bad="yield"`` is yielded as that
+    message in place of the record (for a reader that counts bad lines and goes on)."""
+    path = Path(path)
+    if not path.exists():
+        return
+    if torn == "cut":
+        _mend_tail(path)
+    for n, offset, raw in read_lines(path, max_line_bytes, max_lines):
+        if isinstance(raw, str):
+            reason = raw
+        else:
+            try:
+                yield n, offset, parse_line(raw)
+                continue
+            except ValueError as exc:
+                if not raw.endswith(b"\n") and _tail_state(raw) == "torn":
+                    return
+                reason = str(exc)
+                if reason.startswith("not an episode ("):  # parse_line's words; the caller names what it reads
+                    reason = reason[len("not an episode (") : -1]
+        message = f"{path}:{n}: not {what} ({reason})"
+        if bad == "raise":
+            raise ValueError(message)
+        yield n, offset, message
+
+
+def _mend_tail(path: Path) -> None:
+    """End the file on a newline: cut a torn last line off, or give a whole last record its newline."""
+    with path.open("r+b") as f:
+        end = f.seek(0, os.SEEK_END)
+        f.seek(max(0, end - MAX_LINE_BYTES - 1))
+        tail = f.read()
+        last = tail[tail.rfind(b"\n") + 1 :]
+        if not last or (len(last) > MAX_LINE_BYTES) or (state := _tail_state(last)) == "damaged":
+            return  # nothing to mend, or a bad line the reader reports
+        if state == "whole":
+            f.write(b"\n")
+        else:
+            f.truncate(end - len(last))
+
+
+def _tail_state(line: bytes) -> str:
+    """A last line without its newline: ``"whole"`` (a record), ``"torn"`` (a record cut off mid-write: its JSON
+    ends early) or ``"damaged"`` (anything else, reported as not a record)."""
+    try:
+        EpisodeRecord.model_validate_json(line.decode("utf-8", "ignore"))  # a cut may split a character
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        return "torn" if first["type"] == "json_invalid" and "EOF while parsing" in first["msg"] else "damaged"
+    return "whole"
 
 
 def read_lines(

@@ -210,6 +210,7 @@ def test_the_episode_log_of_a_resumed_run_drops_a_torn_line_and_names_a_damaged_
 
 def test_a_logged_episode_with_a_lone_surrogate_is_written_as_utf8_and_audited(tmp_path):
     from agentgym.app.audit import audit_run
+    from agentgym.episode import EpisodeRecord
     from agentgym.trainers.run_dir import EpisodeLog
 
     def logged(step, action):
@@ -219,7 +220,7 @@ def test_a_logged_episode_with_a_lone_surrogate_is_written_as_utf8_and_audited(t
 
     log = EpisodeLog(tmp_path / "episodes.jsonl")
     for step, action in enumerate(["answer(\ud800)", "answer(\udfff \U0001f600 \u2028)", "answer(ok)"], 1):
-        log.pending = [logged(step, action)]
+        log.pending = [EpisodeRecord.from_line(logged(step, action))]  # a line of an older log, converted
         log.append(log.take())  # what every training step runs
     assert log.pending == []
     text = (tmp_path / "episodes.jsonl").read_bytes().decode("utf-8")  # valid UTF-8 throughout

@@ -235,6 +235,16 @@ def test_rollout_func_trains_with_env_masks_and_env_returns(tiny_model_path, tmp
     assert any(len(set(out["env_return"])) > 1 for _, out in seen)
     after = weights(trainer.model)
     assert any(not torch.equal(before[n], after[n]) for n in before)
+    # every episode is logged as agentgym's trainers log theirs, so the audit and the flywheel read the TRL run
+    from agentgym.app.audit import audit_run, read_logged_episodes
+
+    log_dir = tmp_path / "out" / "agentgym"
+    records = read_logged_episodes(log_dir / "episodes.jsonl")
+    assert [r.training_step for r in records] == [1] * 4 + [2] * 4
+    assert [r.total_reward for r in records] == pytest.approx([ret for _, out in seen for ret in out["env_return"]])
+    assert [r.training_reward for r in records] == [r.total_reward for r in records]
+    assert all(r.observations and len(r.observations) == r.turns + 1 for r in records)
+    assert audit_run(log_dir, quantile=0.0).episodes == 8
 
 
 def test_rollout_func_refuses_vllm_and_prompts_without_a_task(tmp_path):

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import agentgym
-from agentgym.core import valid_utf8
+from agentgym.episode import EpisodeRecord, append_episodes
 from agentgym.trainers.metrics import MetricsWriter
 from agentgym.trainers.plotting import plot_learning_curves
 
@@ -102,12 +102,13 @@ class EpisodeLog:
     ``agentgym data`` (the flywheel).
 
     :meth:`record` queues a step's episodes; :meth:`take` hands the queue over (a multi-process trainer gathers
-    the ranks' queues); :meth:`append` writes records as valid UTF-8; :meth:`trim` prepares a resumed run.
+    the ranks' queues); :meth:`append` writes records (:func:`~agentgym.episode.append_episodes`); :meth:`trim`
+    prepares a resumed run.
     """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.pending: list[dict[str, Any]] = []
+        self.pending: list[EpisodeRecord] = []
 
     def record(
         self,
@@ -120,26 +121,23 @@ class EpisodeLog:
         model, its scores."""
         for i, ep in enumerate(episodes):
             score = None if model_scores is None else model_scores[i]
-            record = ep.record(training_step=step, training_reward=sum(rewards[i]), rm_reward=score)
-            self.pending.append(record.model_dump(mode="json"))
+            self.pending.append(ep.record(training_step=step, training_reward=sum(rewards[i]), rm_reward=score))
 
-    def take(self) -> list[dict[str, Any]]:
+    def take(self) -> list[EpisodeRecord]:
         """The queued records, emptying the queue."""
         records, self.pending = self.pending, []
         return records
 
-    def append(self, records: Sequence[dict[str, Any]]) -> None:
-        """Append ``records`` to the file as valid UTF-8: a lone surrogate a model wrote into an action becomes
-        U+FFFD, so no action can stop the log or the run."""
-        if records:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("a", encoding="utf-8") as f:
-                f.writelines(valid_utf8(json.dumps(r, ensure_ascii=False)) + "\n" for r in records)
+    def append(self, records: Sequence[EpisodeRecord]) -> None:
+        """Append ``records`` to the file (a lone surrogate a model wrote into an action becomes U+FFFD, so no action
+        can stop the log or the run)."""
+        append_episodes(self.path, records)
 
     def trim(self, last_step: int) -> None:
         """On resume, drop the episodes of steps after ``last_step`` (they are played again), and a torn last line
-        (the run was killed while writing it). A line that is not a logged episode raises ``ValueError`` naming the
-        file and the line."""
+        (the run was killed while writing it). The lines kept are kept byte for byte (a log written before the
+        episode record stays as it was). A line that is not a logged episode raises ``ValueError`` naming the file
+        and the line."""
         if not self.path.exists():
             return
         data = self.path.read_bytes()

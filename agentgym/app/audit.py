@@ -47,7 +47,7 @@ import gymnasium as gym
 from pydantic import BaseModel
 
 from agentgym.core import task_info
-from agentgym.episode import EpisodeRecord, parse_line, read_line_at, read_lines
+from agentgym.episode import EpisodeRecord, parse_line, read_episodes, read_line_at
 
 __all__ = ["AuditReport", "audit_run", "format_audit", "logged_episodes", "read_logged_episodes"]
 
@@ -62,26 +62,16 @@ def logged_episodes(path: str | Path) -> Iterator[tuple[int, int, EpisodeRecord]
     as :class:`~agentgym.episode.EpisodeRecord` (lines written before it converted), their text made valid UTF-8.
     Each must be a training run's: with its ``training_step`` and ``training_reward``.
 
-    Lines end at ``\\n`` only. A last line without its newline that is not a whole episode is skipped (the run was
-    killed while writing it; resuming the run cuts it). Any other line that is not an episode, or is past the limits
+    Lines end at ``\\n`` only. A torn last line is skipped (the run was killed while writing it; resuming the run
+    cuts it). Any other line that is not an episode, or is past the limits
     (:data:`~agentgym.episode.MAX_LINE_BYTES` a line, :data:`~agentgym.episode.MAX_LINES` lines), raises a one-line
     ``ValueError`` naming the file, the line and the first problem or the limit.
     """
-    path = Path(path)
-    for n, offset, raw in read_lines(path):
-        try:
-            if isinstance(raw, str):
-                raise ValueError(raw)
-            episode = parse_line(raw)
-            if episode.training_step is None or episode.training_reward is None:
-                raise ValueError("training_step, training_reward: Field required (not a training run's episode)")
-        except ValueError as exc:
-            if isinstance(raw, bytes) and not raw.endswith(b"\n"):  # the last line, torn
-                return
-            reason = str(exc)
-            if reason.startswith("not an episode ("):  # parse_line's words; here it is "not a logged episode"
-                reason = reason[len("not an episode (") : -1]
-            raise ValueError(f"{path}:{n}: not a logged episode ({reason})") from None
+    for n, offset, episode in read_episodes(path, what="a logged episode"):
+        assert isinstance(episode, EpisodeRecord)  # bad lines raise
+        if episode.training_step is None or episode.training_reward is None:
+            reason = "training_step, training_reward: Field required (not a training run's episode)"
+            raise ValueError(f"{path}:{n}: not a logged episode ({reason})")
         yield n, offset, episode
 
 

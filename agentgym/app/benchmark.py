@@ -36,7 +36,7 @@ import agentgym
 from agentgym.app.evaluation import episode_tasks
 from agentgym.app.reports import RunConfig, RunSummary, run_timing, summarize, to_json, write_json
 from agentgym.core import task_info
-from agentgym.episode import EpisodeRecord
+from agentgym.episode import EpisodeRecord, append_episodes
 from agentgym.registration import eval_kwargs, eval_resets
 
 __all__ = ["ABANDONED", "MAX_STEPS", "NOT_PLAYED", "BenchmarkRun"]
@@ -174,7 +174,7 @@ class BenchmarkRun:
         with self._lock:
             files = {
                 "run.json": (to_json(self.config, indent=2) + "\n").encode("utf-8"),
-                "episodes.jsonl": "".join(to_json(r) + "\n" for r in self.records).encode("utf-8"),
+                "episodes.jsonl": "".join(r.to_line() + "\n" for r in self.records).encode("utf-8"),
             }
             if self._final is not None:
                 files["summary.json"] = (to_json(self._final, indent=2) + "\n").encode("utf-8")
@@ -190,8 +190,7 @@ class BenchmarkRun:
     def _log(self, record: EpisodeRecord) -> None:
         self.records.append(record)
         if self.out_dir is not None:
-            with (self.out_dir / "episodes.jsonl").open("a", encoding="utf-8") as file:
-                file.write(to_json(record) + "\n")
+            append_episodes(self.out_dir / "episodes.jsonl", [record])
 
     def _finish(self) -> RunSummary:
         if self._final is not None:

@@ -48,12 +48,11 @@ from agentgym.app.reports import (
     load_summary,
     run_timing,
     summarize,
-    to_json,
     write_json,
 )
 from agentgym.core import task_info
 from agentgym.envs.remote import RemoteEnv
-from agentgym.episode import EpisodeRecord
+from agentgym.episode import EpisodeRecord, append_episodes
 from agentgym.registration import eval_kwargs, eval_resets
 from agentgym.wrappers import DiscreteToolActions, Retry, as_discrete
 
@@ -806,7 +805,8 @@ class _RecordCheck:
 
 
 class _EpisodeLog:
-    """Appends each finished episode to ``episodes.jsonl`` (flushed), keeps it, ticks the bar, calls back."""
+    """Appends each finished episode to ``episodes.jsonl`` (:func:`~agentgym.episode.append_episodes`), keeps it,
+    ticks the bar, calls back."""
 
     def __init__(
         self,
@@ -824,14 +824,12 @@ class _EpisodeLog:
     def __enter__(self) -> _EpisodeLog:
         from tqdm.auto import tqdm
 
-        self.file = self.path.open("a", encoding="utf-8") if self.path is not None else None
         self.bar = tqdm(total=self.total, desc=self.label, unit="episode", disable=not self.progress_bar)
         return self
 
     def write(self, record: EpisodeRecord) -> None:
-        if self.file is not None:
-            self.file.write(to_json(record) + "\n")
-            self.file.flush()
+        if self.path is not None:
+            append_episodes(self.path, [record])
         self.records.append(record)
         self.bar.update(1)
         if self.callback is not None:
@@ -839,5 +837,3 @@ class _EpisodeLog:
 
     def __exit__(self, *exc: object) -> None:
         self.bar.close()
-        if self.file is not None:
-            self.file.close()

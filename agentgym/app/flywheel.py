@@ -42,7 +42,6 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import defaultdict
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -51,7 +50,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentgym.app.reports import error_line, write_json
 from agentgym.core import ToolEnv
-from agentgym.episode import MAX_LINE_BYTES, MAX_LINES, EpisodeRecord, parse_line, read_line_at, read_lines
+from agentgym.episode import (
+    MAX_LINE_BYTES,
+    MAX_LINES,
+    EpisodeRecord,
+    parse_line,
+    read_episodes,
+    read_line_at,
+    read_lines,
+)
 from agentgym.registration import make_env, split_kwargs
 
 __all__ = [
@@ -61,7 +68,6 @@ __all__ = [
     "DataReport",
     "build_data",
     "format_report",
-    "read_episode_lines",
 ]
 
 SHOWN_ERRORS = 20
@@ -104,11 +110,6 @@ class DataReport(BaseModel):
     """The first :data:`SHOWN_ERRORS` bad lines, one line each."""
     sft_success_rate: float | None = None
     """Share of the read episodes that were successful (the source agent's success)."""
-
-
-def read_episode_lines(path: Path) -> Iterator[tuple[int, int, bytes | str]]:
-    """:func:`agentgym.episode.read_lines` with this module's limits."""
-    return read_lines(path, MAX_LINE_BYTES, MAX_LINES)
 
 
 class _Source:
@@ -176,10 +177,12 @@ def build_data(inputs: list[str | Path], out_dir: str | Path, config: DataConfig
                 lines = {"env_id": source.env_id, "kind": source.kind, "lines": 0, "episodes": 0, "bad_lines": 0}
                 per_file[str(source.path)] = lines
                 if cfg.env_id is not None and source.env_id != cfg.env_id:
-                    counts.dropped["another env"] += sum(1 for _ in read_episode_lines(source.path))
+                    counts.dropped["another env"] += sum(1 for _ in read_lines(source.path, MAX_LINE_BYTES, MAX_LINES))
                     continue
-                for n, offset, raw in read_episode_lines(source.path):
-                    record = counts.episode(source, n, raw, lines)
+                for n, offset, item in read_episodes(
+                    source.path, bad="yield", what="an episode", max_line_bytes=MAX_LINE_BYTES, max_lines=MAX_LINES
+                ):
+                    record = counts.episode(f"{source.path}:{n}", item, lines)
                     if record is None:
                         continue
                     _write_sft(sft, source, record, cfg, counts)
@@ -227,14 +230,14 @@ class _Counts:
         self.sft_episodes = self.sft_examples = self.pairs = 0
         self.seen: set[bytes] = set()
 
-    def episode(self, source: _Source, n: int, raw: bytes | str, lines: dict[str, Any]) -> EpisodeRecord | None:
-        """The line's episode, or None (a bad line counted and named, or a dropped one counted); ``lines``: the file's
-        counts."""
+    def episode(self, where: str, item: EpisodeRecord | str, lines: dict[str, Any]) -> EpisodeRecord | None:
+        """Line ``where``'s episode (:func:`~agentgym.episode.read_episodes`' item), or None (a bad line counted and
+        named, or a dropped one counted); ``lines``: the file's counts."""
         lines["lines"] += 1
         try:
-            if isinstance(raw, str):  # a line past the limits: the reason
-                raise ValueError(raw)
-            record = _episode(raw)
+            if isinstance(item, str):  # not an episode: "PATH:N: not an episode (the reason)"
+                raise ValueError(item.removeprefix(f"{where}: "))
+            record = _usable(item)
         except ValueError as exc:
             reason = str(exc)
             if reason.startswith("dropped: "):
@@ -243,7 +246,7 @@ class _Counts:
             self.bad += 1
             lines["bad_lines"] += 1
             if len(self.errors) < SHOWN_ERRORS:
-                self.errors.append(f"{source.path}:{n}: {reason}")
+                self.errors.append(f"{where}: {reason}")
             return None
         self.episodes += 1
         lines["episodes"] += 1
@@ -271,9 +274,8 @@ def _check_template(template: str) -> None:
         ) from None
 
 
-def _episode(raw: bytes) -> EpisodeRecord:
-    """One line as an episode with its observations; ``ValueError`` with the reason."""
-    record = parse_line(raw)
+def _usable(record: EpisodeRecord) -> EpisodeRecord:
+    """The record if it has its observations; ``ValueError`` with the reason."""
     if not record.observations and record.turns:
         raise ValueError("dropped: no observations (a training log written before they were kept)")
     if len(record.observations) != record.turns + 1 or len(record.rewards) != record.turns:
@@ -363,7 +365,7 @@ def _write_pairs(
 
     def record(ref: tuple[float, int, int]) -> tuple[_Source, EpisodeRecord]:
         source = sources[ref[1]]
-        return source, _episode(read_line_at(source.path, ref[2], MAX_LINE_BYTES))
+        return source, _usable(parse_line(read_line_at(source.path, ref[2], MAX_LINE_BYTES)))
 
     for group in groups.values():
         if len(group) < 2:

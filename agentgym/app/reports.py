@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer
 
 from agentgym.core import valid_utf8
-from agentgym.episode import EpisodeRecord
+from agentgym.episode import EpisodeRecord, read_episodes
 
 __all__ = [
     "PassAtK",
@@ -484,48 +484,19 @@ def _decode(data: bytes, where: str) -> str:
 
 
 def load_episodes(path: str | Path, check: Callable[[EpisodeRecord], str | None] | None = None) -> list[EpisodeRecord]:
-    """Read ``episodes.jsonl``; a torn last line (the process died while writing it) is cut off the file.
+    """Read ``episodes.jsonl`` (:func:`~agentgym.episode.read_episodes`); a torn last line (the process died while
+    writing it) is cut off the file, so that a resumed run appends after whole records.
 
     A line that is not an episode record raises ``ValueError`` naming the file and the line, as does a
     record for which ``check(record)`` returns a problem (``--resume`` checks records against the env).
-    A last line without its newline is torn only if its JSON ends early; a whole record there is kept.
     """
-    path = Path(path)
-    if not path.exists():
-        return []
-    lines = path.read_bytes().split(b"\n")
-    if (last := lines[-1]) and (tail := _tail(last)) != "damaged":  # no newline at the end of the file
-        with path.open("r+b") as f:
-            end = f.seek(0, os.SEEK_END)
-            if tail == "whole":
-                f.write(b"\n")  # the next appended record starts on a line of its own
-            else:
-                f.truncate(end - len(last))
-                lines[-1] = b""
     records = []
-    for n, raw in enumerate(lines, 1):
-        if not raw.strip():
-            continue
-        line = _decode(raw, f"{path}:{n}")
-        try:
-            record = EpisodeRecord.from_line(line)
-        except ValueError as exc:
-            raise ValueError(f"{path}:{n}: not an episode record ({error_line(exc)})") from None
+    for n, _, record in read_episodes(path, torn="cut"):
+        assert isinstance(record, EpisodeRecord)  # bad lines raise
         if check is not None and (problem := check(record)) is not None:
             raise ValueError(f"{path}:{n}: {problem}")
         records.append(record)
     return records
-
-
-def _tail(line: bytes) -> str:
-    """A last line without its newline: ``"whole"`` (a record), ``"torn"`` (a record cut off mid-write: its
-    JSON ends early) or ``"damaged"`` (anything else, reported as not a record)."""
-    try:
-        EpisodeRecord.model_validate_json(line.decode("utf-8", "ignore"))  # a cut may split a character
-    except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        return "torn" if first["type"] == "json_invalid" and "EOF while parsing" in first["msg"] else "damaged"
-    return "whole"
 
 
 def load_run_config(path: str | Path) -> RunConfig:

@@ -106,6 +106,7 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, get_type_hints
 
 try:
@@ -120,9 +121,11 @@ import gymnasium as gym
 import torch
 
 from agentgym.core import parts_of, task_info
+from agentgym.episode import append_episodes
 from agentgym.registration import ENV_IDS, make_env
 from agentgym.tools import Tool, ToolCall
 from agentgym.trainers.llm import Generation, LLMPolicy
+from agentgym.trainers.run_dir import RunDir
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -560,6 +563,14 @@ class AgentGymRollout:
     ``max_turns`` actions, else the env's own step limit. The user text of the prompt is not used: the episode's own
     first observation is (the same text, for a :func:`make_dataset` prompt with ``tools_in_prompt=True``).
 
+    Every episode played is logged as an :class:`~agentgym.episode.EpisodeRecord` (with ``training_step``: the
+    trainer's step that played it, and ``training_reward``: its env return) to ``LOG_DIR/episodes.jsonl``, beside a
+    ``config.json`` naming the env, as agentgym's own trainers log theirs: so ``agentgym audit LOG_DIR`` and
+    ``agentgym data LOG_DIR/episodes.jsonl`` read a TRL run too. ``LOG_DIR`` is ``log_dir``, by default
+    ``<trainer's output_dir>/agentgym`` (TRL's own ``config.json`` there is the model's); ``log_episodes=False``
+    writes nothing. In a multi-process run each process writes its own episodes, rank ``r > 0`` to
+    ``episodes.rank<r>.jsonl``.
+
     Raises ``ValueError`` with ``use_vllm=True`` (this rollout samples with the training model; use
     :func:`environment_factory` with vLLM) and for a prompt without reset arguments.
     """
@@ -572,6 +583,8 @@ class AgentGymRollout:
         *,
         max_new_tokens: int = 64,
         max_turns: int | None = None,
+        log_episodes: bool = True,
+        log_dir: str | Path | None = None,
     ) -> None:
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be at least 1, got {max_new_tokens!r}")
@@ -579,6 +592,7 @@ class AgentGymRollout:
             raise ValueError(f"max_turns must be at least 1 or None, got {max_turns!r}")
         self.env_id, self.split, self.env_kwargs = env_id, split, dict(env_kwargs or {})
         self.max_new_tokens, self.max_turns = max_new_tokens, max_turns
+        self.log_episodes, self.log_dir = log_episodes, log_dir
         self._envs: list[gym.Env] = [_make(env_id, split, env_kwargs)]  # fails here on a bad id or kwargs
 
     def _env_pool(self, count: int) -> list[gym.Env]:
@@ -645,6 +659,8 @@ class AgentGymRollout:
                 played = rollout(policy, [envs[i] for i in idx], [copy.deepcopy(resets[i]) for i in idx], config)
                 for i, episode in zip(idx, played, strict=True):
                     episodes[i] = episode
+        if self.log_episodes:
+            self._log(trainer, episodes)
         eos = tokenizer.eos_token_id
         out: dict[str, list[Any]] = {k: [] for k in ("prompt_ids", "completion_ids", "env_mask")}
         for episode in episodes:
@@ -664,6 +680,17 @@ class AgentGymRollout:
             "env_success": [float(episode.success) for episode in episodes],
             "env_turns": [episode.turns for episode in episodes],
         }
+
+    def _log(self, trainer: Any, episodes: list[Any]) -> None:
+        """Append the episodes to the run's log (see the class docstring), writing its ``config.json`` once."""
+        run = RunDir(self.log_dir if self.log_dir is not None else Path(trainer.args.output_dir) / "agentgym")
+        rank = int(getattr(getattr(trainer, "accelerator", None), "process_index", 0) or 0)
+        if rank == 0 and not (run.path / "config.json").exists():
+            settings = {"env_id": self.env_id, "train_split": self.split, "env_kwargs": self.env_kwargs}
+            run.write_config("trl-grpo", config=settings)
+        step = int(getattr(getattr(trainer, "state", None), "global_step", 0) or 0) + 1
+        records = [ep.record(training_step=step, training_reward=ep.total_reward) for ep in episodes]
+        append_episodes(run.path / ("episodes.jsonl" if rank == 0 else f"episodes.rank{rank}.jsonl"), records)
 
     @staticmethod
     def _first_ids(policy: LLMPolicy, env: gym.Env, reset: dict[str, Any], system: str | None) -> list[int]:

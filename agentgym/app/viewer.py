@@ -47,7 +47,7 @@ from agentgym.app.env_server import BoundedUvicorn, ServerLimits
 from agentgym.app.evaluation import episode_tasks
 from agentgym.app.reports import RunConfig, error_line, load_summary, to_json
 from agentgym.core import valid_utf8
-from agentgym.episode import EpisodeRecord
+from agentgym.episode import EpisodeRecord, append_episodes
 from agentgym.registration import ENV_IDS, resolve_env_id
 
 __all__ = ["EpisodeIndex", "RunCatalog", "ViewerServer", "build_app"]
@@ -585,8 +585,7 @@ class PlayRoom:
             episodes = run_dir / "episodes.jsonl"
             count = sum(1 for _ in episodes.open("rb")) if episodes.exists() else 0
             session.record.index = count
-            with episodes.open("a", encoding="utf-8") as f:
-                f.write(to_json(session.record) + "\n")
+            append_episodes(episodes, [session.record])
             config = RunConfig(env_id=session.env_id, env_kwargs={}, split=None, agent="human", agent_settings={},
                                seed=0, episodes=count + 1, all_tasks=False)  # fmt: skip
             tmp = run_dir / "run.json.tmp"
