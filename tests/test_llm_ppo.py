@@ -150,7 +150,7 @@ def test_a_reward_model_replaces_or_mixes_with_the_env_reward(tiny_model_path, t
     assert trainer.episode_log.pending == []  # turn_rewards computes rewards; the step logs them
     trainer.log_episodes(episodes, rewards, trainer.reward_model_scores(episodes))
     logged = trainer.episode_log.pending
-    assert [e["rm_reward"] for e in logged] == pytest.approx(scores) and all(e["total_reward"] == 3.0 for e in logged)
+    assert [e.rm_reward for e in logged] == pytest.approx(scores) and all(e.total_reward == 3.0 for e in logged)
 
 
 def test_truncation_penalty_charges_episodes_that_never_finished(tiny_model_path):

@@ -299,20 +299,18 @@ class DPO(LLMTrainer):
         """One AdamW step on a batch of prepared pairs; returns its metrics."""
         cfg, model = self.config, self.policy.model
         model.eval()  # dropout off, as the reference's log-probs were computed (TRL's disable_dropout)
-        self.optimizer.zero_grad(set_to_none=True)
-        stats = []
         n_tokens = max(1, sum(p.chosen_tokens for p in batch))
-        for start in range(0, len(batch), cfg.micro_batch_size):
-            losses, chosen, chunk_stats = self._forward(batch[start : start + cfg.micro_batch_size])
-            loss = losses.sum() / len(batch)
+
+        def loss(chunk: Sequence[_Pair]) -> tuple[torch.Tensor, torch.Tensor]:
+            losses, chosen, chunk_stats = self._forward(chunk)
+            share = losses.sum() / len(batch)
             if cfg.rpo_alpha:
-                loss = loss - cfg.rpo_alpha * chosen.sum() / n_tokens  # + α · NLL per chosen token
-            loss.backward()
-            stats.append(chunk_stats)
-        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-        self.optimizer.step()
-        self.scheduler.step()
-        self.step += 1
+                share = share - cfg.rpo_alpha * chosen.sum() / n_tokens  # + α · NLL per chosen token
+            return share, chunk_stats
+
+        chunks = [batch[start : start + cfg.micro_batch_size] for start in range(0, len(batch), cfg.micro_batch_size)]
+        grad_norm, stats = self.optimizer_step(chunks, loss)
+        self.end_step()
         metrics = _pair_metrics(torch.cat(stats))
         metrics["loss"] += cfg.rpo_alpha * metrics["chosen_nll"]
         return {

@@ -46,13 +46,12 @@ loads the base they name. LoRA wants a learning rate ~3–10× full fine-tuning'
 
 from __future__ import annotations
 
+import functools
 import math
 import time
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import torch
-from pydantic import Field
 
 from agentgym.trainers.advantages import (
     GroupAdvantages,
@@ -61,109 +60,13 @@ from agentgym.trainers.advantages import (
     kl_k3,
     turn_advantages,
 )
-from agentgym.trainers.online_trainer import OnlineConfig, OnlineTrainer
+from agentgym.trainers.grpo_config import GRPOConfig
+from agentgym.trainers.online_trainer import OnlineTrainer
 from agentgym.trainers.probe import decision_key, hindsight_decisions
-from agentgym.trainers.rollout import Episode, Sample, episode_metrics, random_resets, rollout, turn_spans
+from agentgym.trainers.rollout import Episode, episode_metrics, random_resets, rollout, turn_spans
+from agentgym.trainers.unique_samples import UniqueSample, token_advantages, unique_samples
 
 __all__ = ["GRPO", "GRPOConfig"]
-
-
-class GRPOConfig(OnlineConfig):
-    """Every GRPO knob, with defaults that suit 1–8 B models (see the module docstring for tiny ones).
-
-    The shared fields (env, rollout, optimizer, ``beta``, reward sources, checkpoints) are documented
-    on :class:`~agentgym.trainers.online_trainer.OnlineConfig`.
-    """
-
-    num_generations: int = Field(8, ge=2, description="G: episodes per task instance (group size).")
-    tasks_per_step: int = Field(8, ge=1, description="B: task instances per step; a step plays B × G episodes.")
-    epsilon_low: float = Field(0.2, gt=0, description="Clip range below 1 for the probability ratio.")
-    epsilon_high: float = Field(0.2, gt=0, description="Clip range above 1 (DAPO's clip-higher: 0.28).")
-    scale_rewards: Literal["group", "batch", "none"] = Field(
-        "group",
-        description="Divide advantages by the group's reward std, the batch's, or not at all (trajectory scheme; the "
-        "turn scheme always divides by the batch std).",
-    )
-    loss_type: Literal["grpo", "dr_grpo", "dapo"] = Field("dapo", description="How token losses are averaged.")
-    num_iterations: int = Field(1, ge=1, description="Gradient steps per rollout batch (μ in the paper).")
-    skip_zero_std: bool = Field(False, description="Drop groups whose rewards all tie from the loss (and the KL).")
-    credit_assignment: Literal["trajectory", "turn"] = Field(
-        "trajectory",
-        description="trajectory: one group-relative advantage per episode, shared by all its turns (GRPO); turn: "
-        "per-turn returns-to-go, minus a group baseline (group_baseline), scaled over the batch (REINFORCE++).",
-    )
-    gamma: float = Field(
-        1.0,
-        ge=0,
-        le=1,
-        description="Discount per turn: an episode's score is sum_t gamma^t r_t (trajectory) or each turn's "
-        "return-to-go is r_t + gamma G_{t+1} (turn).",
-    )
-    lam: float = Field(
-        1.0,
-        ge=0,
-        le=1,
-        description="turn scheme: GAE lambda over turns with the group baseline as the value (1: returns-to-go "
-        "minus the baseline; without a baseline, the returns-to-go discounted by gamma * lam).",
-    )
-    decision_coef: float = Field(
-        0.0,
-        ge=0,
-        description="Weight of a cross-entropy on each answered episode's decision value (a boolean or enum tool "
-        "argument, e.g. answer(suitable)) toward the value its outcome proves right: a success's own value, a failed "
-        "boolean decision's other one (hindsight labels, agentgym.trainers.probe.hindsight_decisions). A dense signal "
-        "for the decision token, beside the surrogate; 0: plain GRPO.",
-    )
-    group_baseline: bool = Field(
-        True,
-        description="turn scheme: subtract the group's mean return-to-go at the same turn (then divide by the "
-        "batch std); False: z-score the returns-to-go over the batch (the batch mean is the baseline).",
-    )
-
-
-@dataclass
-class UniqueSample:
-    """A sample the update computes once for all its identical copies (same tokens, advantages of the same signs).
-
-    ``advantage_sums[k]`` sums the copies' advantages of the sample's ``k``-th run of policy tokens (a turn)."""
-
-    sample: Sample
-    advantage_sums: list[float] = field(default_factory=lambda: [0.0])
-    count: int = 0
-
-    @property
-    def advantages(self) -> list[float]:
-        """The copies' mean advantage per turn (0 for the placeholder a rank with nothing to learn sends)."""
-        return [a / max(self.count, 1) for a in self.advantage_sums]
-
-
-def _sample_advantages(episode: Episode, turn_advantages: list[float]) -> list[tuple[Sample, list[float]]]:
-    """The episode's samples that hold policy tokens, each with one advantage per run of policy tokens.
-
-    In ``summary`` mode sample ``i`` is turn ``i``; in ``append`` mode the one sample's runs are the turns. Should
-    the runs not match the turns, every run gets the first turn's advantage (its return covers the episode)."""
-    if len(episode.samples) == len(turn_advantages):
-        pairs = [(s, [a] * len(turn_spans(s.loss_mask))) for s, a in zip(episode.samples, turn_advantages, strict=True)]
-    else:
-        runs = [len(turn_spans(s.loss_mask)) for s in episode.samples]
-        if sum(runs) == len(turn_advantages):
-            ends = [sum(runs[: i + 1]) for i in range(len(runs))]
-            pairs = [(s, turn_advantages[e - n : e]) for s, n, e in zip(episode.samples, runs, ends, strict=True)]
-        else:
-            first = turn_advantages[0] if turn_advantages else 0.0
-            pairs = [(s, [first] * n) for s, n in zip(episode.samples, runs, strict=True)]
-    return [(s, a) for s, a in pairs if a]
-
-
-def _token_advantages(chunk: list[UniqueSample], width: int) -> torch.Tensor:
-    """A ``len(chunk) × width`` tensor holding each sample's per-turn advantage on that turn's tokens (0 elsewhere)."""
-    rows = []
-    for u in chunk:
-        row = [0.0] * width
-        for (start, end), a in zip(turn_spans(u.sample.loss_mask), u.advantages, strict=True):
-            row[start:end] = [a] * (end - start)
-        rows.append(row)
-    return torch.tensor(rows)
 
 
 class GRPO(OnlineTrainer):
@@ -199,7 +102,7 @@ class GRPO(OnlineTrainer):
         self.log_episodes(episodes, turn_rewards, scores)
         advantages, groups = self.advantages(turn_rewards)
         stats = self._update(episodes, advantages, groups.tied)
-        self.step += 1
+        self.end_step()
         generated = sum(ep.response_tokens for ep in episodes)
         return self.group.mean(
             {
@@ -248,37 +151,18 @@ class GRPO(OnlineTrainer):
             if self._decision_key is None:
                 raise ValueError(f"decision_coef needs a boolean or enum tool argument; {self.config.env_id} has none")
         found = hindsight_decisions(self.policy, episodes, self._decision_key)
-        if not len(found):
-            return None
-        samples = []
-        for context, continuations, label in zip(found.contexts, found.continuations, found.labels, strict=True):
-            sample = Sample()
-            sample.extend(context, policy=False)
-            sample.extend(continuations[label], policy=True)
-            samples.append(sample)
-        return self.batch(samples), len(samples)
+        return (self.batch(found.labelled_samples()), len(found)) if len(found) else None
 
     def _update(
         self, episodes: list[Episode], advantages: list[list[float]] | torch.Tensor, tied: torch.Tensor
     ) -> dict[str, float]:
-        """One update on ``episodes``; ``advantages[i]`` holds episode ``i``'s per-turn advantages (or one number
-        for all its turns)."""
+        """``num_iterations`` optimizer steps on ``episodes``; ``advantages[i]`` holds episode ``i``'s per-turn
+        advantages (or one number for all its turns). Identical samples are computed once (:mod:`.unique_samples`)."""
         cfg = self.config
         if isinstance(advantages, torch.Tensor):
             advantages = [[a] * max(ep.turns, 1) for a, ep in zip(advantages.tolist(), episodes, strict=True)]
-        # Identical samples (same tokens; advantages of the same signs) are computed once with a weight:
-        # exact, since their ratios are equal and the clipped surrogate is linear in A for a fixed sign.
-        # After SFT most turns of a group are identical, so this removes most of the update's work.
-        merged: dict[tuple, UniqueSample] = {}
-        for ep, turn_adv, t in zip(episodes, advantages, tied.tolist(), strict=True):
-            if cfg.skip_zero_std and t:
-                continue
-            for s, a in _sample_advantages(ep, turn_adv):
-                key = (tuple(x > 0 for x in a), tuple(s.input_ids), tuple(s.loss_mask))
-                entry = merged.setdefault(key, UniqueSample(s, [0.0] * len(a)))
-                entry.advantage_sums = [x + y for x, y in zip(entry.advantage_sums, a, strict=True)]
-                entry.count += 1
-        unique = list(merged.values())
+        unique = unique_samples(episodes, advantages, tied.tolist() if cfg.skip_zero_std else None)
+        merged = len(unique)
         local = [sum(u.count for u in unique), sum(u.count * sum(u.sample.loss_mask) for u in unique)]
         n_samples, n_tokens = self.group.sum(*local)  # the loss is normalised over all ranks' batch
         if not n_tokens:
@@ -286,61 +170,20 @@ class GRPO(OnlineTrainer):
         if not unique:  # this rank has nothing to learn from, but must still join the gradient all-reduce
             first = next(s for ep in episodes for s in ep.samples if any(s.loss_mask))
             unique = [UniqueSample(first, [0.0] * len(turn_spans(first.loss_mask)))]
-        unique.sort(key=lambda u: len(u.sample.input_ids))  # micro-batches of similar lengths: little padding
-        batches = []
-        for start in range(0, len(unique), cfg.micro_batch_size):
-            chunk = unique[start : start + cfg.micro_batch_size]
-            batch = self.batch([u.sample for u in chunk])
-            device = batch["input_ids"].device
-            batch["advantages"] = _token_advantages(chunk, batch["input_ids"].shape[1]).to(device)
-            batch["weights"] = torch.tensor([float(u.count) for u in chunk], device=device)[:, None]
-            with torch.no_grad():
-                if cfg.num_iterations > 1:
-                    batch["old_logp"] = self.scorer(batch, cfg.rollout.temperature).logp
-                if self.reference is not None:
-                    batch["ref_logp"] = self.reference_logp(batch)
-            batches.append(batch)
+        batches = [
+            self._batch(unique[k : k + cfg.micro_batch_size]) for k in range(0, len(unique), cfg.micro_batch_size)
+        ]
         decisions, labels = (self._decision_batch(episodes) if cfg.decision_coef > 0 else None) or (None, 0)
-        scale = self.world_size  # DDP averages gradients over ranks; the losses below are already global means
-        sums = {"loss": 0.0, "kl": 0.0, "clipped": 0.0, "entropy": 0.0, "decision_loss": 0.0}
+        if decisions is not None:
+            batches[-1]["decisions"] = decisions
+        sums = dict.fromkeys(("loss", "kl", "clipped", "entropy", "decision_loss"), 0.0)
         self.scorer.train()
         for iteration in range(cfg.num_iterations):
-            self.optimizer.zero_grad(set_to_none=True)
-            for i, batch in enumerate(batches):
-                with self.gradient_sync(i == len(batches) - 1):
-                    scores = self.train_pass(batch, with_entropy=iteration == 0)
-                    logp, ent = scores.logp, scores.entropy
-                    mask = batch["loss_mask"].to(logp.dtype)
-                    weighted = mask * batch["weights"]  # each unique sample counts as many times as it occurred
-                    old = batch["old_logp"] if cfg.num_iterations > 1 else logp.detach()
-                    adv = batch["advantages"]
-                    surrogate, ratio = clipped_surrogate(logp, old, adv, cfg.epsilon_low, cfg.epsilon_high)
-                    per_token = -surrogate
-                    if self.reference is not None:
-                        kl = kl_k3(logp, batch["ref_logp"])
-                        per_token = per_token + cfg.beta * kl
-                        sums["kl"] += float((kl.detach() * weighted).sum()) if iteration == 0 else 0.0
-                    if cfg.loss_type == "grpo":
-                        loss = ((per_token * weighted).sum(1) / mask.sum(1).clamp(min=1)).sum() / n_samples
-                    elif cfg.loss_type == "dapo":
-                        loss = (per_token * weighted).sum() / n_tokens
-                    else:
-                        loss = (per_token * weighted).sum() / (n_samples * cfg.rollout.max_new_tokens)
-                    if decisions is not None and i == len(batches) - 1:
-                        decision_mask = decisions["loss_mask"].to(logp.dtype)
-                        decision_logp = self.train_pass(decisions).logp
-                        decision_loss = -(decision_logp * decision_mask).sum() / decision_mask.sum()
-                        loss = loss + cfg.decision_coef * decision_loss
-                        sums["decision_loss"] += decision_loss.item() if iteration == 0 else 0.0
-                    (loss * scale).backward()
-                sums["loss"] += loss.item()
-                with torch.no_grad():
-                    clipped = ((ratio < 1 - cfg.epsilon_low) & (adv < 0)) | ((ratio > 1 + cfg.epsilon_high) & (adv > 0))
-                    sums["clipped"] += float((clipped * weighted).sum())
-                    if ent is not None:
-                        sums["entropy"] += float((ent * weighted).sum())
-            grad_norm = self.optimizer_step()
-        self.scheduler.step()
+            loss = functools.partial(self.loss, n_samples=n_samples, n_tokens=n_tokens, iteration=iteration)
+            grad_norm, stats = self.optimizer_step(batches, loss)
+            for row in stats:
+                for key, value in row.items():
+                    sums[key] += value if iteration == 0 or key in ("loss", "clipped") else 0.0
         loss, kl, clipped, ent = self.group.sum(sums["loss"], sums["kl"], sums["clipped"], sums["entropy"])
         extra = {"decision_loss": sums["decision_loss"], "decision_labels": labels} if decisions else {}
         return {
@@ -350,5 +193,56 @@ class GRPO(OnlineTrainer):
             "clipfrac": clipped / (n_tokens * cfg.num_iterations),
             "entropy": ent / n_tokens,
             "grad_norm": grad_norm if math.isfinite(grad_norm) else float("nan"),
-            "unique_samples": len(merged) / max(1, local[0]),
+            "unique_samples": merged / max(1, local[0]),
         }
+
+    def loss(
+        self, batch: dict[str, torch.Tensor], n_samples: float, n_tokens: float, iteration: int = 0
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        """A micro-batch's share of the step's loss (normalised by ``loss_type`` over the whole step's ``n_samples``
+        and ``n_tokens``), and its sums of the loss, KL, clipped tokens, entropy and decision loss."""
+        cfg = self.config
+        scores = self.train_pass(batch, with_entropy=iteration == 0)
+        logp, ent = scores.logp, scores.entropy
+        mask = batch["loss_mask"].to(logp.dtype)
+        weighted = mask * batch["weights"]  # each unique sample counts as many times as it occurred
+        old = batch["old_logp"] if cfg.num_iterations > 1 else logp.detach()
+        adv = batch["advantages"]
+        surrogate, ratio = clipped_surrogate(logp, old, adv, cfg.epsilon_low, cfg.epsilon_high)
+        per_token, stats = -surrogate, {"kl": 0.0, "decision_loss": 0.0}
+        if self.reference is not None:
+            kl = kl_k3(logp, batch["ref_logp"])
+            per_token = per_token + cfg.beta * kl
+            stats["kl"] = float((kl.detach() * weighted).sum())
+        if cfg.loss_type == "grpo":
+            loss = ((per_token * weighted).sum(1) / mask.sum(1).clamp(min=1)).sum() / n_samples
+        elif cfg.loss_type == "dapo":
+            loss = (per_token * weighted).sum() / n_tokens
+        else:
+            loss = (per_token * weighted).sum() / (n_samples * cfg.rollout.max_new_tokens)
+        if "decisions" in batch:
+            decision_mask = batch["decisions"]["loss_mask"].to(logp.dtype)
+            decision_logp = self.train_pass(batch["decisions"]).logp
+            decision_loss = -(decision_logp * decision_mask).sum() / decision_mask.sum()
+            loss = loss + cfg.decision_coef * decision_loss
+            stats["decision_loss"] = decision_loss.item()
+        with torch.no_grad():
+            clipped = ((ratio < 1 - cfg.epsilon_low) & (adv < 0)) | ((ratio > 1 + cfg.epsilon_high) & (adv > 0))
+            stats["clipped"] = float((clipped * weighted).sum())
+            stats["entropy"] = float((ent * weighted).sum()) if ent is not None else 0.0
+        return loss, {"loss": loss.item(), **stats}
+
+    def _batch(self, chunk: list[UniqueSample]) -> dict[str, torch.Tensor]:
+        """A micro-batch of unique samples with their token advantages, weights and, as needed, the old and the
+        reference log-probabilities."""
+        cfg = self.config
+        batch = self.batch([u.sample for u in chunk])
+        device = batch["input_ids"].device
+        batch["advantages"] = token_advantages(chunk, batch["input_ids"].shape[1]).to(device)
+        batch["weights"] = torch.tensor([float(u.count) for u in chunk], device=device)[:, None]
+        with torch.no_grad():
+            if cfg.num_iterations > 1:
+                batch["old_logp"] = self.scorer(batch, cfg.rollout.temperature).logp
+            if self.reference is not None:
+                batch["ref_logp"] = self.reference_logp(batch)
+        return batch

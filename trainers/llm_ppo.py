@@ -33,6 +33,7 @@ see ``benchmarks/ppo_vs_grpo.py`` for the two side by side on WeatherRun.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from pathlib import Path
@@ -121,7 +122,7 @@ class LLMPPO(OnlineTrainer):
         self.log_episodes(episodes, turn_rewards, scores)
         batch = self._advantages(episodes, turn_rewards)
         stats = self._update(batch)
-        self.step += 1
+        self.end_step()
         generated = sum(ep.response_tokens for ep in episodes)
         return self.group.mean(
             {
@@ -224,35 +225,13 @@ class LLMPPO(OnlineTrainer):
                 if not chosen:  # this rank has too few samples, but must still join the all-reduce
                     chosen, weight = [0] if n_local else [], 0.0
                 n_tokens = self.group.sum(weight * sum(sum(samples[i].loss_mask) for i in chosen))[0]
-                self.optimizer.zero_grad(set_to_none=True)
                 chunks = [chosen[k : k + cfg.micro_batch_size] for k in range(0, len(chosen), cfg.micro_batch_size)]
-                for c, chunk in enumerate(chunks):
-                    with self.gradient_sync(c == len(chunks) - 1):
-                        batch = self.batch([samples[i] for i in chunk])
-                        adv, ret, old_v, old_logp = (
-                            _padded([data[key][i] for i in chunk], batch["input_ids"])
-                            for key in ("advantages", "returns", "values", "old_logp")
-                        )
-                        scores = self.train_pass(batch, with_entropy=True, entropy_grad=cfg.ent_coef > 0)
-                        mask = batch["loss_mask"].to(scores.logp.dtype) * weight
-                        surrogate, ratio = clipped_surrogate(scores.logp, old_logp, adv, cfg.clip_eps)
-                        v_error = value_loss(scores.values, ret, old_v, cfg.value_clip, reduction="none")
-                        per_token = -surrogate + cfg.vf_coef * v_error
-                        if cfg.ent_coef > 0:
-                            per_token = per_token - cfg.ent_coef * scores.entropy
-                        loss = (per_token * mask).sum() / max(n_tokens, 1.0)
-                        (loss * self.world_size).backward()
-                    with torch.no_grad():
-                        log_ratio = scores.logp - old_logp
-                        sums["policy_loss"] += float((-surrogate * mask).sum())
-                        sums["value_loss"] += float((v_error * mask).sum())
-                        sums["clipped"] += float((((ratio - 1).abs() > cfg.clip_eps) * mask).sum())
-                        sums["approx_kl"] += float((((ratio - 1) - log_ratio) * mask).sum())
-                        if scores.entropy is not None:
-                            sums["entropy"] += float((scores.entropy * mask).sum())
-                        sums["tokens"] += float(mask.sum())
-                grad_norms.append(self.optimizer_step())
-        self.scheduler.step()
+                loss = functools.partial(self.loss, data=data, weight=weight, n_tokens=n_tokens)
+                grad_norm, stats = self.optimizer_step(chunks, loss)
+                grad_norms.append(grad_norm)
+                for row in stats:
+                    for key, value in row.items():
+                        sums[key] += value
         totals = dict(zip(sums, self.group.sum(*sums.values()), strict=True))
         tokens = max(totals.pop("tokens"), 1.0)
         grad_norm = max(grad_norms)
@@ -262,6 +241,36 @@ class LLMPPO(OnlineTrainer):
             **data["stats"],
             "grad_norm": grad_norm if math.isfinite(grad_norm) else float("nan"),
         }
+
+    def loss(
+        self, chunk: list[int], data: dict[str, Any], weight: float, n_tokens: float
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        """Samples ``chunk``'s share of a minibatch's loss (clipped surrogate, value loss, entropy bonus per token
+        of the minibatch's ``n_tokens``; ``weight`` 0 for a rank's placeholder) and its sums for the step's row."""
+        cfg = self.config
+        batch = self.batch([data["samples"][i] for i in chunk])
+        adv, ret, old_v, old_logp = (
+            _padded([data[key][i] for i in chunk], batch["input_ids"])
+            for key in ("advantages", "returns", "values", "old_logp")
+        )
+        scores = self.train_pass(batch, with_entropy=True, entropy_grad=cfg.ent_coef > 0)
+        mask = batch["loss_mask"].to(scores.logp.dtype) * weight
+        surrogate, ratio = clipped_surrogate(scores.logp, old_logp, adv, cfg.clip_eps)
+        v_error = value_loss(scores.values, ret, old_v, cfg.value_clip, reduction="none")
+        per_token = -surrogate + cfg.vf_coef * v_error
+        if cfg.ent_coef > 0:
+            per_token = per_token - cfg.ent_coef * scores.entropy
+        with torch.no_grad():
+            log_ratio = scores.logp - old_logp
+            stats = {
+                "policy_loss": float((-surrogate * mask).sum()),
+                "value_loss": float((v_error * mask).sum()),
+                "clipped": float((((ratio - 1).abs() > cfg.clip_eps) * mask).sum()),
+                "approx_kl": float((((ratio - 1) - log_ratio) * mask).sum()),
+                "entropy": float((scores.entropy * mask).sum()) if scores.entropy is not None else 0.0,
+                "tokens": float(mask.sum()),
+            }
+        return (per_token * mask).sum() / max(n_tokens, 1.0), stats
 
 
 def _padded(rows: list[torch.Tensor], like: torch.Tensor) -> torch.Tensor:

@@ -14,9 +14,13 @@ An :class:`LLMTrainer` owns what is the same for all of them:
 - greedy evaluation on the frozen split (:meth:`LLMTrainer.evaluate`);
 - the process group (:class:`ProcessGroup`): one process, or several started by ``torchrun``.
 
+- the inner step (:meth:`LLMTrainer.optimizer_step`, :meth:`LLMTrainer.end_step`): zeroed gradients, the step's
+  micro-batches through the algorithm's loss with gradients all-reduced once per step, clipping, AdamW, then the
+  schedule and the step count. This is the one place an LLM trainer's optimizer steps.
+
 A trainer writes its own :meth:`LLMTrainer.train_steps`: a generator that prepares its data and yields one
-metrics row per optimizer step (what a step does: batch, loss, update). :meth:`LLMTrainer.learn` drives it and
-returns the trainer, as Stable-Baselines3's ``learn()`` returns the model::
+metrics row per step (what a step does: its batches and the loss of one, as TRL's ``compute_loss``).
+:meth:`LLMTrainer.learn` drives it and returns the trainer, as Stable-Baselines3's ``learn()`` returns the model::
 
     trainer = GRPO("runs/sft/final", GRPOConfig(steps=100), out_dir="runs/grpo").learn()
     trainer.metrics[-1]["eval_success"]  # also in runs/grpo/metrics.jsonl
@@ -27,7 +31,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
@@ -91,9 +95,10 @@ class ProcessGroup:
         return self.accelerator.prepare_model(module) if self.accelerator else module
 
     @contextlib.contextmanager
-    def no_sync(self, wrapped: torch.nn.Module, sync: bool) -> Iterator[None]:
-        """Accumulate gradients locally (``sync=False``) or all-reduce them in this backward (``True``)."""
-        if self.accelerator is None or sync:
+    def no_sync(self, wrapped: torch.nn.Module | None, sync: bool) -> Iterator[None]:
+        """Accumulate gradients locally (``sync=False``) or all-reduce them in this backward (``True``); a module
+        not wrapped for several processes (``None``) has nothing to hold back."""
+        if self.accelerator is None or sync or wrapped is None:
             yield
         else:
             with self.accelerator.no_sync(wrapped):
@@ -126,6 +131,8 @@ class LLMTrainer:
     """The sampling generator a checkpoint saves (online trainers)."""
     rng: random.Random | None = None
     """The Python random generator a checkpoint saves (online trainers)."""
+    wrapped: torch.nn.Module | None = None
+    """The module in DistributedDataParallel whose gradients :meth:`optimizer_step` all-reduces (several ranks)."""
 
     def __init__(self, config: BaseModel | None = None, *, out_dir: str | Path | None = None, **overrides: Any):
         base = (config or self.config_class()).model_dump()
@@ -191,8 +198,9 @@ class LLMTrainer:
     def make_optimizer(self, params: Iterable[torch.nn.Parameter]) -> None:
         """AdamW with warm-up over ``params`` (:attr:`optimizer`, :attr:`scheduler`) from the config."""
         cfg = self.config
+        self.trained_parameters = list(params)
         self.optimizer, self.scheduler = adamw_with_warmup(
-            params,
+            self.trained_parameters,
             cfg.learning_rate,
             cfg.warmup_steps,
             betas=getattr(cfg, "adam_betas", (0.9, 0.999)),
@@ -200,6 +208,34 @@ class LLMTrainer:
             schedule=cfg.lr_schedule,
             horizon=lambda: self.total_steps,
         )
+
+    def optimizer_step(
+        self, micro_batches: Sequence[Any], loss: Callable[[Any], tuple[torch.Tensor, Any]]
+    ) -> tuple[float, list[Any]]:
+        """One AdamW step over a step's ``micro_batches``; returns the gradient norm before clipping and each
+        micro-batch's stats.
+
+        ``loss(micro_batch) -> (loss, stats)``: the loss is this rank's share of the step's loss (the shares over
+        micro-batches and ranks add up to it: a micro-batch's sum over the step's global count, say). Each share is
+        back-propagated, scaled by the world size (DDP averages gradients over ranks), with gradients all-reduced in
+        the last backward only; then the trained parameters' gradients are clipped to ``max_grad_norm`` and the
+        optimizer steps. :meth:`end_step` ends the step (an algorithm may take several optimizer steps in one, as
+        GRPO's ``num_iterations``)."""
+        self.optimizer.zero_grad(set_to_none=True)
+        stats = []
+        for i, batch in enumerate(micro_batches):
+            with self.group.no_sync(self.wrapped, i == len(micro_batches) - 1):
+                value, batch_stats = loss(batch)
+                (value * self.world_size).backward()
+            stats.append(batch_stats)
+        norm = float(torch.nn.utils.clip_grad_norm_(self.trained_parameters, self.config.max_grad_norm))
+        self.optimizer.step()
+        return norm, stats
+
+    def end_step(self) -> None:
+        """End a training step: the learning-rate schedule moves on and :attr:`step` counts it."""
+        self.scheduler.step()
+        self.step += 1
 
     def set_total(self, total: int) -> None:
         """How many steps the run has in all (the progress bar's total; the online trainers checkpoint there)."""

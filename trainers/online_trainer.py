@@ -172,7 +172,7 @@ class OnlineTrainer(LLMTrainer):
         self.generator = torch.Generator().manual_seed(cfg.seed + self.rank)  # sampling differs per rank
         self.scorer = TokenScorer(self.policy.model, self.value_head())  # the trained module
         self.make_optimizer([p for p in self.scorer.parameters() if p.requires_grad])  # LoRA: adapters (+ value head)
-        self._wrapped = self.group.wrap(self.scorer)  # what the training pass calls: DDP over ``scorer``, or it
+        self.wrapped = self.group.wrap(self.scorer)  # what the training pass calls: DDP over ``scorer``, or it
 
     def _reference_model(self, reference: LLMPolicy | str | Path | None) -> torch.nn.Module:
         if self._reference_is_base:
@@ -306,20 +306,4 @@ class OnlineTrainer(LLMTrainer):
     ) -> TokenScores:
         """:attr:`scorer` on ``batch`` with gradients, at the rollout temperature (through DDP with several ranks)."""
         temperature = self.config.rollout.temperature
-        return self._wrapped(batch, temperature, with_entropy=with_entropy, entropy_grad=entropy_grad)
-
-    @contextlib.contextmanager
-    def gradient_sync(self, sync: bool) -> Iterator[None]:
-        """Accumulate gradients locally (``sync=False``) or all-reduce them in this backward (``True``).
-
-        Every rank must run exactly one synced backward per optimizer step.
-        """
-        with self.group.no_sync(self._wrapped, sync):
-            yield
-
-    def optimizer_step(self) -> float:
-        """Clip gradients, step the optimizer; returns the gradient norm before clipping."""
-        params = [p for p in self.scorer.parameters() if p.requires_grad]
-        norm = float(torch.nn.utils.clip_grad_norm_(params, self.config.max_grad_norm))
-        self.optimizer.step()
-        return norm
+        return self.wrapped(batch, temperature, with_entropy=with_entropy, entropy_grad=entropy_grad)

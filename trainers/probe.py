@@ -72,6 +72,16 @@ class DecisionSet:
             [self.labels[i] for i in index],
         )
 
+    def labelled_samples(self) -> list[Sample]:
+        """Each context followed by its labelled value, the value's tokens the policy's (to train toward it)."""
+        samples = []
+        for context, continuations, label in zip(self.contexts, self.continuations, self.labels, strict=True):
+            sample = Sample()
+            sample.extend(context, policy=False)
+            sample.extend(continuations[label], policy=True)
+            samples.append(sample)
+        return samples
+
 
 def decision_key(schemas: Sequence[dict[str, Any]]) -> tuple[str, str, list[Any]] | None:
     """The first categorical argument of a tool list (OpenAI-style schemas): ``(tool, argument, values)`` for a

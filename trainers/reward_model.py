@@ -305,22 +305,18 @@ class RewardModelTrainer(LLMTrainer):
         """One AdamW step on a batch of (chosen, rejected) token ids; returns its metrics."""
         cfg, rm = self.config, self.reward_model
         rm.model.eval()  # dropout off (TRL's disable_dropout); gradients flow as usual
-        chosen_all, rejected_all = [], []
-        for chunk in _chunks(batch, cfg.micro_batch_size):
+
+        def loss(chunk: list[tuple[list[int], list[int]]]) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
             rewards = rm.batch_rewards([c for c, _ in chunk] + [r for _, r in chunk])
             chosen, rejected = rewards[: len(chunk)], rewards[len(chunk) :]
-            loss = bradley_terry_loss(chosen, rejected)
+            value = bradley_terry_loss(chosen, rejected)
             if cfg.center_rewards_coefficient:
-                loss = loss + cfg.center_rewards_coefficient * ((chosen + rejected) ** 2).mean()
-            (loss * len(chunk) / len(batch)).backward()
-            chosen_all.append(chosen.detach())
-            rejected_all.append(rejected.detach())
-        grad_norm = torch.nn.utils.clip_grad_norm_(rm.model.parameters(), cfg.max_grad_norm)
-        self.optimizer.step()
-        self.scheduler.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        self.step += 1
-        chosen, rejected = torch.cat(chosen_all), torch.cat(rejected_all)
+                value = value + cfg.center_rewards_coefficient * ((chosen + rejected) ** 2).mean()
+            return value * len(chunk) / len(batch), (chosen.detach(), rejected.detach())
+
+        grad_norm, stats = self.optimizer_step(list(_chunks(batch, cfg.micro_batch_size)), loss)
+        self.end_step()
+        chosen, rejected = (torch.cat(part) for part in zip(*stats, strict=True))
         return {
             **_pair_metrics(chosen, rejected),
             "grad_norm": float(grad_norm),

@@ -146,13 +146,14 @@ class SFT(LLMTrainer):
             order = [sample for batch in batches + short for sample in batch]
         return order
 
-    def loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, float]:
-        """The mean cross-entropy over the policy's tokens of a collated batch, and the share of those tokens the
-        model gives more than half its probability."""
+    def loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, tuple[float, float]]:
+        """The mean cross-entropy over the policy's tokens of a collated batch, and as stats that loss and the share
+        of those tokens the model gives more than half its probability."""
         logp, _ = token_logprobs(self.policy.model, batch["input_ids"], batch["attention_mask"], batch["loss_mask"])
         mask = batch["loss_mask"].to(logp.dtype)
         token_accuracy = float(((logp.detach() > -0.693) * mask).sum() / mask.sum())
-        return -(logp * mask).sum() / mask.sum(), token_accuracy
+        loss = -(logp * mask).sum() / mask.sum()
+        return loss, (loss.item(), token_accuracy)
 
     def train_steps(self, steps: int | None = None) -> Iterator[dict[str, Any]]:
         """``epochs`` passes over the samples, ``batch_size`` samples a step (a resumed run continues its epoch)."""
@@ -173,17 +174,12 @@ class SFT(LLMTrainer):
                 order, order_epoch = self._order(samples, epoch), epoch
             batch = collate(order[k * cfg.batch_size : (k + 1) * cfg.batch_size], self.policy.pad_id)
             batch = {key: v.to(self.policy.device) for key, v in batch.items()}
-            loss, token_accuracy = self.loss(batch)
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], cfg.max_grad_norm)
-            self.optimizer.step()
-            self.scheduler.step()
-            self.step += 1
+            _, [(loss, token_accuracy)] = self.optimizer_step([batch], self.loss)
+            self.end_step()
             yield {
                 "step": self.step,
                 "epoch": epoch + 1,
-                "loss": loss.item(),
+                "loss": loss,
                 "token_accuracy": token_accuracy,
                 "time": time.perf_counter() - t0,
             }

