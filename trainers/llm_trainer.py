@@ -217,16 +217,17 @@ class LLMTrainer:
 
         ``loss(micro_batch) -> (loss, stats)``: the loss is this rank's share of the step's loss (the shares over
         micro-batches and ranks add up to it: a micro-batch's sum over the step's global count, say). Each share is
-        back-propagated, scaled by the world size (DDP averages gradients over ranks), with gradients all-reduced in
-        the last backward only; then the trained parameters' gradients are clipped to ``max_grad_norm`` and the
-        optimizer steps. :meth:`end_step` ends the step (an algorithm may take several optimizer steps in one, as
-        GRPO's ``num_iterations``)."""
+        back-propagated; with :attr:`wrapped` (DDP over several ranks) it is scaled by the world size (DDP averages
+        gradients over ranks) and gradients are all-reduced in the last backward only. Then the trained parameters'
+        gradients are clipped to ``max_grad_norm`` and the optimizer steps. :meth:`end_step` ends the step (an
+        algorithm may take several optimizer steps in one, as GRPO's ``num_iterations``). A trainer without
+        :attr:`wrapped` (SFT, DPO, the reward model) trains the whole batch on every rank: replicas, not shards."""
         self.optimizer.zero_grad(set_to_none=True)
-        stats = []
+        stats, scale = [], self.world_size if self.wrapped is not None else 1
         for i, batch in enumerate(micro_batches):
             with self.group.no_sync(self.wrapped, i == len(micro_batches) - 1):
                 value, batch_stats = loss(batch)
-                (value * self.world_size).backward()
+                (value * scale).backward()
             stats.append(batch_stats)
         norm = float(torch.nn.utils.clip_grad_norm_(self.trained_parameters, self.config.max_grad_norm))
         self.optimizer.step()
