@@ -586,8 +586,9 @@ def _cmd_probe(args: argparse.Namespace) -> int:
         args.sampling = TINY["grpo"]["rollout"]
     config = RolloutConfig(**(args.sampling or {}))
     policy = LLMPolicy.from_pretrained(args.model)
-    report = probe(policy, env_id, config, env_kwargs=args.env_kwargs, episodes=args.episodes, seed=args.seed,
-                   l2=args.l2)
+    report = probe(
+        policy, env_id, config, env_kwargs=args.env_kwargs, episodes=args.episodes, seed=args.seed, l2=args.l2
+    )
     print(report.model_dump_json(indent=2) if args.json else report.table())
     if args.plot:
         print(f"wrote {plot_probe(report, args.plot)}", file=sys.stderr)
@@ -889,7 +890,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default="tiny", help="tiny, smollm2, a from_pretrained directory or a hub id")
     p.add_argument("--env-kwargs", type=_json_object, default={}, help="JSON object passed to gym.make")
     p.add_argument(
-        "--sampling", type=_json_object, default=None,
+        "--sampling",
+        type=_json_object,
+        default=None,
         help="RolloutConfig fields (JSON) for the contexts; default: the tiny recipe's with --model tiny, else the "
         "rollout defaults",
     )

@@ -32,7 +32,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -47,6 +47,7 @@ __all__ = [
     "append_episodes",
     "components_of",
     "convert_old_line",
+    "outcome_rates",
     "parse_line",
     "read_episodes",
     "read_line_at",
@@ -221,6 +222,20 @@ def components_of(info: dict[str, Any]) -> dict[str, float]:
     if not isinstance(components, dict):
         return {}
     return {str(k): float(v) for k, v in components.items() if isinstance(v, int | float)}
+
+
+def outcome_rates(records: Sequence[EpisodeRecord]) -> dict[str, float]:
+    """What every report of played episodes states, computed once: the shares of episodes that succeeded
+    (``success``) and were cut (``truncation_rate``), of actions whose calls validated (``tool_call_validity``) and
+    were written canonically (``format_compliance``), and the mean ``turns`` (all 0 for no episodes)."""
+    n, turns = len(records), sum(r.turns for r in records)
+    return {
+        "success": sum(r.success for r in records) / n if n else 0.0,
+        "tool_call_validity": sum(sum(r.valid) for r in records) / turns if turns else 0.0,
+        "format_compliance": sum(sum(r.canonical) for r in records) / turns if turns else 0.0,
+        "truncation_rate": sum(r.truncation is not None for r in records) / n if n else 0.0,
+        "turns": turns / n if n else 0.0,
+    }
 
 
 def append_episodes(path: str | Path, records: Iterable[EpisodeRecord]) -> None:

@@ -21,6 +21,7 @@ __all__ = [
     "declared_ids",
     "describe",
     "eval_kwargs",
+    "eval_reset",
     "eval_resets",
     "lazy_exports",
     "make_env",
@@ -153,8 +154,14 @@ def eval_resets(num_tasks: int | None, episodes: int | None = None, seed: int = 
     if episodes is not None and episodes < 1:
         raise ValueError(f"episodes must be at least 1, got {episodes}")
     if episodes is None and num_tasks:
-        return [{"seed": seed + i, "options": {"task_index": i}} for i in range(num_tasks)]
-    return [{"seed": seed + i} for i in range(episodes or DEFAULT_EPISODES)]
+        return [eval_reset(i, seed, every_task=True) for i in range(num_tasks)]
+    return [eval_reset(i, seed) for i in range(episodes or DEFAULT_EPISODES)]
+
+
+def eval_reset(index: int, seed: int = 0, every_task: bool = False) -> dict[str, Any]:
+    """Episode ``index``'s ``reset`` arguments under :func:`eval_resets`' rule (``every_task``: each task played
+    once, episode ``i`` being task ``i``); what a resumed run checks its records against."""
+    return {"seed": seed + index, **({"options": {"task_index": index}} if every_task else {})}
 
 
 def make_env(env_id: str, split: str | None = None, env_kwargs: dict[str, Any] | None = None) -> gym.Env:

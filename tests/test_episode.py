@@ -76,3 +76,40 @@ def test_an_old_training_log_is_converted_and_audits_as_before(tmp_path):
     report = audit_run(old, quantile=0.0, max_replays=0)
     assert report.episodes == len(lines) and report.rule_fail_rate == 1.0  # no episode of that run succeeded
     assert [e["training_step"] for e in report.flagged] == [1] * len(lines)
+
+
+def test_one_writer_and_one_reader_with_the_torn_rule_and_one_set_of_rates(tmp_path):
+    """append_episodes/read_episodes own episodes.jsonl: a torn last line is skipped or cut; a bad line is named or
+    yielded; the trainers' and the reports' rates come from outcome_rates."""
+    from agentgym.app.reports import RunConfig, summarize
+    from agentgym.episode import append_episodes, outcome_rates, read_episodes
+    from agentgym.trainers.rollout import episode_metrics
+
+    played = [
+        EpisodeRecord(index=i, actions=["a"] * (i + 1), rewards=[1.0] * (i + 1), reward_components=[{}] * (i + 1),
+                      canonical=[True] * (i + 1), valid=[i != 1] * (i + 1), observations=["o"] * (i + 2),
+                      success=i == 0, truncation="time_limit" if i == 2 else None)
+        for i in range(3)
+    ]  # fmt: skip
+    path = tmp_path / "episodes.jsonl"
+    append_episodes(path, played)
+    with path.open("ab") as f:
+        f.write(played[0].to_line().encode()[:40])  # a writer killed mid-line
+    assert [r for _, _, r in read_episodes(path)] == played and path.read_bytes().count(b"\n") == 3
+    assert [r for _, _, r in read_episodes(path, torn="cut")] == played and path.read_bytes().endswith(b"}\n")
+    append_episodes(path, played[:1])  # appends after whole records
+    assert len(list(read_episodes(path))) == 4
+    with path.open("ab") as f:
+        f.write(b"not json\n")
+    with pytest.raises(ValueError, match=r"episodes.jsonl:5: not an episode record \(not JSON"):
+        list(read_episodes(path))
+    assert isinstance(list(read_episodes(path, bad="yield"))[-1][2], str)
+    rates = outcome_rates(played)
+    assert rates == {"success": 1 / 3, "tool_call_validity": 4 / 6, "format_compliance": 1.0,
+                     "truncation_rate": 1 / 3, "turns": 2.0}  # fmt: skip
+    config = RunConfig(env_id="x", env_kwargs={}, split=None, agent="a", agent_settings={}, seed=0, episodes=3,
+                       all_tasks=False)  # fmt: skip
+    summary = summarize(played, config, env_version=0, data_checksum=None, package_version="0")
+    assert (summary.success_rate, summary.tool_call_validity, summary.mean_turns) == (1 / 3, 4 / 6, 2.0)
+    metrics = episode_metrics([Episode(**r.model_dump(exclude={"reset"})) for r in played])
+    assert {k: metrics[k] for k in rates} == rates

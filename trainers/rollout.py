@@ -40,7 +40,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from agentgym.core import Turn, parts_of, past_turn, recent_turns, task_info
-from agentgym.episode import EpisodeRecord
+from agentgym.episode import EpisodeRecord, outcome_rates
 from agentgym.registration import eval_kwargs, eval_resets
 from agentgym.tools import ToolCall
 from agentgym.trainers.decoding import PrefixCache
@@ -403,20 +403,21 @@ def collate(samples: Sequence[Sample], pad_id: int) -> dict[str, torch.Tensor]:
 
 
 def episode_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
-    """Success, reward and format statistics of a batch of episodes (the names the trainers log)."""
-    turns = [t for ep in episodes for t in range(ep.turns)]
-    n_turns = max(1, len(turns))
+    """Success, reward and format statistics of a batch of episodes (the names the trainers log): the outcome rates
+    every report states (:func:`~agentgym.episode.outcome_rates`) and what only a trainer sees (tokens, tool use)."""
+    n_turns = max(1, sum(ep.turns for ep in episodes))
     rewards = torch.tensor([ep.total_reward for ep in episodes], dtype=torch.float64)
+    rates = outcome_rates(episodes)
     return {
         "reward": float(rewards.mean()) if len(episodes) else 0.0,
         "reward_std": float(rewards.std()) if len(episodes) > 1 else 0.0,
-        "success": sum(ep.success for ep in episodes) / max(1, len(episodes)),
+        "success": rates["success"],
         "tool_use": sum(ep.used_tools for ep in episodes) / max(1, len(episodes)),
-        "format_compliance": sum(sum(ep.canonical) for ep in episodes) / n_turns,
-        "tool_call_validity": sum(sum(ep.valid) for ep in episodes) / n_turns,
-        "truncation_rate": sum(ep.truncated for ep in episodes) / max(1, len(episodes)),
+        "format_compliance": rates["format_compliance"],
+        "tool_call_validity": rates["tool_call_validity"],
+        "truncation_rate": rates["truncation_rate"],
         "clipped_responses": sum(ep.clipped for ep in episodes) / n_turns,
-        "turns": sum(ep.turns for ep in episodes) / max(1, len(episodes)),
+        "turns": rates["turns"],
         "response_length": sum(ep.response_tokens for ep in episodes) / n_turns,
     }
 

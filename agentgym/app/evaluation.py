@@ -53,7 +53,7 @@ from agentgym.app.reports import (
 from agentgym.core import task_info
 from agentgym.envs.remote import RemoteEnv
 from agentgym.episode import EpisodeRecord, append_episodes
-from agentgym.registration import eval_kwargs, eval_resets
+from agentgym.registration import eval_kwargs, eval_reset, eval_resets
 from agentgym.wrappers import DiscreteToolActions, Retry, as_discrete
 
 __all__ = [
@@ -769,8 +769,7 @@ class _RecordCheck:
         self.num_tasks, self.reward_bounds = info.num_tasks, info.reward_bounds
 
     def expected_reset(self, index: int) -> dict[str, Any]:
-        cfg = self.config
-        return {"seed": cfg.seed + index, **({"options": {"task_index": index}} if cfg.all_tasks else {})}
+        return eval_reset(index, self.config.seed, every_task=self.config.all_tasks)
 
     def __call__(self, record: EpisodeRecord) -> str | None:
         i, turns = record.index, record.turns

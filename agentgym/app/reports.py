@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer
 
 from agentgym.core import valid_utf8
-from agentgym.episode import EpisodeRecord, read_episodes
+from agentgym.episode import EpisodeRecord, outcome_rates, read_episodes
 
 __all__ = [
     "PassAtK",
@@ -380,7 +380,7 @@ def summarize(
     returns = [r.total_reward for r in eps]
     mean = math.fsum(returns) / n if n else 0.0
     successes = sum(r.success for r in eps)
-    turns = sum(r.turns for r in eps)
+    rates = outcome_rates(eps)
     failed = [r for r in eps if r.error is not None]
     prompt, completion = sum(r.prompt_tokens for r in eps), sum(r.completion_tokens for r in eps)
     return RunSummary(
@@ -394,15 +394,15 @@ def summarize(
         completed=n - len(failed),
         failures=len(failed),
         failure_reasons=dict(sorted(Counter(r.error for r in failed).items())),
-        success_rate=successes / n if n else 0.0,
+        success_rate=rates["success"],
         success_ci95=wilson_interval(successes, n),
         mean_return=mean,
         std_return=math.sqrt(math.fsum((x - mean) ** 2 for x in returns) / n) if n else 0.0,
         return_ci95=mean_interval(returns),
-        tool_call_validity=sum(sum(r.valid) for r in eps) / turns if turns else 0.0,
-        format_compliance=sum(sum(r.canonical) for r in eps) / turns if turns else 0.0,
-        mean_turns=turns / n if n else 0.0,
-        truncation_rate=sum(r.truncation is not None for r in eps) / n if n else 0.0,
+        tool_call_validity=rates["tool_call_validity"],
+        format_compliance=rates["format_compliance"],
+        mean_turns=rates["turns"],
+        truncation_rate=rates["truncation_rate"],
         truncation_reasons=dict(sorted(Counter(r.truncation for r in eps if r.truncation is not None).items())),
         prompt_tokens=prompt,
         completion_tokens=completion,
