@@ -15,7 +15,7 @@ import gymnasium as gym
 from pydantic import ValidationError
 
 from agentgym.registration import resolve_env_id
-from agentgym.trainers import TRAINERS, TrainerSpec
+from agentgym.trainers import TRAINERS, TrainerSpec, trainer_names
 
 __all__ = ["main"]
 
@@ -134,7 +134,8 @@ def _prepare_out(args: argparse.Namespace) -> None:
         return
     if not args.overwrite:
         raise ValueError(
-            f"{out} already holds a run; continue it (--resume, sft/grpo/llm-ppo), replace it (--overwrite) or "
+            f"{out} already holds a run; continue it (--resume: {trainer_names(resumable=True)}), replace it "
+            "(--overwrite) or "
             "choose another --out"
         )
     if not (out / "config.json").is_file():
@@ -151,7 +152,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from agentgym.trainers.classic import train
 
     if args.resume:
-        raise ValueError(f"--resume works for sft, grpo and llm-ppo runs, not {args.algorithm}")
+        raise ValueError(f"--resume works for {trainer_names(resumable=True)} runs, not {args.algorithm}")
     args.env = args.env or "agentgym/CliffWalk-v0"
     _check_env_kwargs(args.env, args.env_kwargs)
     _check_settings(spec, spec.load()[1], [key for key, _ in args.set])
@@ -221,8 +222,8 @@ def _cmd_train_llm(spec: TrainerSpec, args: argparse.Namespace) -> int:
     model = None if args.resume else _resolve_model(args.model)  # a missing model fails before --out is touched
     _prepare_out(args)
     if args.resume:
-        if not getattr(trainer_cls, "resumable", False):
-            raise ValueError(f"--resume works for sft, grpo and llm-ppo runs, not {args.algorithm}")
+        if not spec.resumable:
+            raise ValueError(f"--resume works for {trainer_names(resumable=True)} runs, not {args.algorithm}")
         trainer = trainer_cls.resume(out)
         more = {"steps": config.steps} if spec.budget == "steps" else {}
         trainer.learn(**more, progress_bar=not args.no_progress)
@@ -648,7 +649,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "train",
-        help="train Q-learning, SARSA, REINFORCE or PPO (discrete view), or a language model (sft, grpo, llm-ppo, ...)",
+        help=f"train a classic agent ({trainer_names(classic=True)}; discrete view) or a language model "
+        f"({trainer_names(classic=False)})",
     )
     p.add_argument("algorithm", choices=list(TRAINERS))
     p.add_argument(
@@ -666,9 +668,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         help="training env steps (ppo; default 50000), rounded up to whole rollouts of n_steps (256): 5000 runs 5120",
     )
-    p.add_argument("--steps", type=int, help="training steps (grpo, llm-ppo)")
-    p.add_argument("--rounds", type=int, help="dpo: rounds of fresh pairs (iterative DPO)")
-    p.add_argument("--tasks", type=int, help="dpo, reward-model: task instances played for rollout pairs")
+    p.add_argument("--steps", type=int, help=f"training steps ({trainer_names(budget='steps')})")
+    p.add_argument(
+        "--rounds", type=int, help=f"{trainer_names(budget='rounds')}: rounds of fresh pairs (iterative DPO)"
+    )
+    p.add_argument(
+        "--tasks", type=int, help=f"dpo, {trainer_names(budget='tasks')}: task instances played for rollout pairs"
+    )
     p.add_argument(
         "--model",
         default="tiny",
@@ -679,7 +685,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--recipe", choices=["tiny", "default"], help="LLMs: the tiny-model recipe (default with --model tiny)"
     )
     p.add_argument(
-        "--resume", action="store_true", help="sft/grpo/llm-ppo: continue the run in --out from its last checkpoint"
+        "--resume",
+        action="store_true",
+        help=f"{trainer_names(resumable=True)}: continue the run in --out from its last checkpoint",
     )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--gamma", type=float, help="discount factor")

@@ -237,3 +237,18 @@ def test_infos_of_a_repeated_action_share_no_object():
     assert env.step(action)[4]["tool_calls"][0]["arguments"]["city"]["name"] == "Paris"  # the memo is intact
     first["tools"][0]["function"]["name"] = "edited"
     assert env.reset(seed=1)[1]["tools"][0]["function"]["name"] != "edited"  # so are the tools' schemas
+
+
+def test_the_cli_lists_trainers_from_their_specs():
+    """Which trainers resume, and which budget flag each takes, is read from TRAINERS: a spec agrees with its class,
+    and the CLI's messages name exactly those."""
+    from agentgym.cli import build_parser
+    from agentgym.trainers import TRAINERS, trainer_names
+
+    for spec in TRAINERS.values():
+        assert spec.resumable == (spec.llm and spec.load()[0].resumable), spec.name
+    assert trainer_names(resumable=True) == "sft, grpo, llm-ppo"
+    train = next(
+        a for a in build_parser()._subparsers._group_actions[0].choices["train"]._actions if a.dest == "resume"
+    )
+    assert train.help.startswith("sft, grpo, llm-ppo:")

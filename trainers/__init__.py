@@ -38,6 +38,7 @@ __all__ = [
     "SFTConfig",
     "TabularConfig",
     "TrainerSpec",
+    "trainer_names",
     "trainer_spec",
 ]
 
@@ -47,7 +48,9 @@ class TrainerSpec:
     """A trainer as the CLI and Python find it.
 
     ``budget`` is what the command line's budget flag of the same name sets: a field of ``config``
-    (LLM trainers) or the count passed to ``learn`` (``episodes``; PPO: ``timesteps``).
+    (LLM trainers) or the count passed to ``learn`` (``episodes``; PPO: ``timesteps``). ``resumable``: the trainer
+    checkpoints, and ``--resume`` continues its runs (its class's ``resumable``). The CLI's lists of trainers are
+    read from these specs.
     """
 
     name: str
@@ -56,6 +59,7 @@ class TrainerSpec:
     config: str
     budget: str
     llm: bool
+    resumable: bool = False
 
     def load(self) -> tuple[type, type]:
         """The trainer class and its config class (imports the module)."""
@@ -70,9 +74,9 @@ TRAINERS: dict[str, TrainerSpec] = {
         TrainerSpec("sarsa", "tabular", "SARSA", "TabularConfig", "episodes", llm=False),
         TrainerSpec("reinforce", "reinforce", "REINFORCE", "REINFORCEConfig", "episodes", llm=False),
         TrainerSpec("ppo", "ppo", "PPO", "PPOConfig", "timesteps", llm=False),
-        TrainerSpec("sft", "sft", "SFT", "SFTConfig", "episodes", llm=True),
-        TrainerSpec("grpo", "grpo", "GRPO", "GRPOConfig", "steps", llm=True),
-        TrainerSpec("llm-ppo", "llm_ppo", "LLMPPO", "LLMPPOConfig", "steps", llm=True),
+        TrainerSpec("sft", "sft", "SFT", "SFTConfig", "episodes", llm=True, resumable=True),
+        TrainerSpec("grpo", "grpo", "GRPO", "GRPOConfig", "steps", llm=True, resumable=True),
+        TrainerSpec("llm-ppo", "llm_ppo", "LLMPPO", "LLMPPOConfig", "steps", llm=True, resumable=True),
         TrainerSpec("dpo", "dpo", "DPO", "DPOConfig", "rounds", llm=True),
         TrainerSpec("reward-model", "reward_model", "RewardModelTrainer", "RewardModelConfig", "tasks", llm=True),
     )
@@ -81,6 +85,17 @@ TRAINERS: dict[str, TrainerSpec] = {
 _LAZY = {  # the trainers' public names -> their module (loaded by __getattr__ on first use)
     name: spec.module for spec in TRAINERS.values() for name in (spec.trainer, spec.config)
 }
+
+
+def trainer_names(classic: bool | None = None, *, budget: str | None = None, resumable: bool | None = None) -> str:
+    """The registered trainers' names that match (``classic``: not a language-model trainer), joined by ", "."""
+    return ", ".join(
+        s.name
+        for s in TRAINERS.values()
+        if (classic is None or s.llm != classic)
+        and (budget is None or s.budget == budget)
+        and (resumable is None or s.resumable == resumable)
+    )
 
 
 def trainer_spec(name: str) -> TrainerSpec:
