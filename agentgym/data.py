@@ -4,6 +4,9 @@ A ``-v0`` env's data ships with the package next to its checksum; :func:`read_js
 whose checksum differs, so frozen data cannot change silently. :func:`write_jsonl` writes one
 canonical form (keys sorted, UTF-8, one record a line), so data rebuilt from its seed is
 byte-identical.
+
+:class:`TaskList` is the piece every env with a fixed task list shares: one split of the task set, the checksum of
+the data it came from, and the ``reset(options={"task_index": i})`` rule.
 """
 
 from __future__ import annotations
@@ -11,13 +14,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, TypeVar, overload
+from typing import Any, Generic, TypeVar, overload
 
 from pydantic import BaseModel, ValidationError
 
-__all__ = ["MAX_FILE_BYTES", "read_jsonl", "sha256_file", "write_jsonl"]
+__all__ = ["MAX_FILE_BYTES", "SPLITS", "TaskList", "check_split", "read_jsonl", "sha256_file", "write_jsonl"]
 
 Record = TypeVar("Record", bound=BaseModel)
 
@@ -28,6 +31,54 @@ instead of filling memory. Measured at the limit: 385,000 weather records take 7
 73,000 SQL tasks 1.5 s."""
 
 _PROBLEM_CHARS = 200  # a validation problem is quoted up to this many characters
+
+
+SPLITS = ("train", "test", "all")
+"""The splits a task list is played on: its train or test tasks, or all of them."""
+
+Task = TypeVar("Task")
+
+
+def check_split(split: Any) -> str:
+    """``split`` if it is one of :data:`SPLITS`; else ``ValueError`` naming them."""
+    if split not in SPLITS:
+        raise ValueError(f"split must be 'train', 'test' or 'all', got {split!r}")
+    return split
+
+
+class TaskList(Generic[Task]):
+    """The tasks an env plays: those of ``split`` among ``tasks`` (each has a ``.split``), in order, with the
+    SHA-256 of the data they came from (``data_checksum``, None for data without one); an env's ``task_info`` reads
+    ``len``, ``split`` and ``data_checksum`` here, and its ``_reset_task`` calls :meth:`pick`.
+
+    ``ValueError`` for an unknown split, or one with no tasks (naming the splits the tasks have)."""
+
+    def __init__(self, tasks: Iterable[Task], split: str, data_checksum: str | None = None) -> None:
+        every = list(tasks)
+        self.split, self.data_checksum = check_split(split), data_checksum
+        self.tasks: list[Task] = [t for t in every if split == "all" or getattr(t, "split", None) == split]
+        if not self.tasks:
+            splits = sorted({str(getattr(t, "split", None)) for t in every})
+            raise ValueError(f"no tasks in split {split!r}; the tasks file has splits {splits} (or use split='all')")
+
+    def __len__(self) -> int:
+        return len(self.tasks)
+
+    def __iter__(self) -> Iterator[Task]:
+        return iter(self.tasks)
+
+    def __getitem__(self, index: int) -> Task:
+        return self.tasks[index]
+
+    def pick(self, options: Mapping[str, Any], rng: Any) -> Task:
+        """The task ``reset`` plays: ``options["task_index"]`` if given (``ValueError`` outside ``[0, len)``), else
+        one drawn with the env's ``rng`` (``np_random``)."""
+        index = options.get("task_index")
+        if index is None:
+            index = int(rng.integers(len(self.tasks)))
+        elif not isinstance(index, int | float) or not 0 <= int(index) < len(self.tasks):
+            raise ValueError(f"task_index must be in [0, {len(self.tasks)}), got {index!r}")
+        return self.tasks[int(index)]
 
 
 def sha256_file(path: str | Path) -> str:

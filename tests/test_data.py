@@ -140,3 +140,27 @@ def test_a_damaged_snapshot_given_to_the_cli_is_one_line(tmp_path, capsys):
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
     assert err.startswith(f"agentgym: {path}:4: not UTF-8 text"), err
     assert gym.make("agentgym/WeatherRun-v0").unwrapped.backend is not None  # the shipped snapshot still loads
+
+
+def test_a_task_list_keeps_its_split_refuses_a_bad_one_and_picks_by_task_index():
+    """The task-list piece SQLLookup and CodeSandbox share: one split, its checksum, the task_index rule."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from agentgym.data import TaskList
+
+    tasks = [SimpleNamespace(id=i, split="train" if i % 2 else "test") for i in range(6)]
+    train = TaskList(tasks, "train", "abc")
+    assert [t.id for t in train] == [1, 3, 5] and len(train) == 3 and train.data_checksum == "abc"
+    assert train.pick({"task_index": 2}, None).id == 5
+    rng = np.random.default_rng(0)
+    assert {train.pick({}, rng).id for _ in range(40)} == {1, 3, 5}
+    for bad in (3, -1, "0", None.__class__):
+        with pytest.raises(ValueError, match=r"task_index must be in \[0, 3\)"):
+            train.pick({"task_index": bad}, rng)
+    with pytest.raises(ValueError, match="split must be 'train', 'test' or 'all'"):
+        TaskList(tasks, "dev")
+    with pytest.raises(ValueError, match=r"no tasks in split 'test'; the tasks file has splits \['train'\]"):
+        TaskList(tasks[1::2], "test")
+    assert len(TaskList(tasks, "all")) == 6

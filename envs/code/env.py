@@ -15,7 +15,7 @@ from pydantic import Field
 
 from agentgym import core
 from agentgym.core import TaskInfo, ToolEnv
-from agentgym.data import sha256_file
+from agentgym.data import TaskList, check_split, sha256_file
 from agentgym.envs.code.dataset import TASK_FILES, CodeTask, candidates, load_tasks
 from agentgym.envs.sandbox import Sandbox, SandboxResult, TestReport
 from agentgym.tools import ToolCall, ToolResult, tool
@@ -173,18 +173,14 @@ class CodeSandboxEnv(DiscreteView, ToolEnv):
             history=history,
             render_mode=render_mode,
         )
-        if split not in ("train", "test", "all"):
-            raise ValueError(f"split must be 'train', 'test' or 'all', got {split!r}")
-        self.split = split
+        self.split = check_split(split)
         if task_set not in TASK_FILES:
             raise ValueError(f"task_set must be one of {', '.join(TASK_FILES)}, got {task_set!r}")
         path = Path(tasks_path) if tasks_path is not None else TASK_FILES[task_set][0]
         all_tasks = load_tasks(path, sha256=tasks_sha256)
         self.data_checksum = sha256_file(path)
-        self.tasks: list[CodeTask] = [t for t in all_tasks if split == "all" or t.split == split]
-        if not self.tasks:
-            splits = sorted({t.split for t in all_tasks})
-            raise ValueError(f"no tasks in split {split!r}; the tasks file has splits {splits} (or use split='all')")
+        self.task_list = TaskList(all_tasks, split, self.data_checksum)
+        self.tasks: list[CodeTask] = self.task_list.tasks
         if sandbox is None:
             sandbox = Sandbox(layer, allow_unsafe=allow_unsafe, timeout=timeout, warm=warm)
         elif warm and not sandbox.warm:
@@ -310,12 +306,7 @@ class CodeSandboxEnv(DiscreteView, ToolEnv):
         self.candidates = candidates(task, CANDIDATES) if len(task.wrong_solutions) >= CANDIDATES - 1 else []
 
     def _reset_task(self, options: dict[str, Any]) -> None:
-        index = options.get("task_index")
-        if index is None:
-            index = int(self.np_random.integers(len(self.tasks)))
-        elif not isinstance(index, int | float) or not 0 <= int(index) < len(self.tasks):
-            raise ValueError(f"task_index must be in [0, {len(self.tasks)}), got {index!r}")
-        self._start(self.tasks[int(index)])
+        self._start(self.task_list.pick(options, self.np_random))
 
     def task_prompt(self) -> str:
         task = self.task

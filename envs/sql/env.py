@@ -16,7 +16,7 @@ from pydantic import Field
 
 from agentgym import core
 from agentgym.core import TaskInfo, ToolEnv
-from agentgym.data import sha256_file
+from agentgym.data import TaskList, check_split, sha256_file
 from agentgym.envs.sql.dataset import (
     DATABASE_V0,
     DATABASE_V0_SHA256,
@@ -360,10 +360,8 @@ class SQLLookupEnv(DiscreteView, ToolEnv):
             raise ValueError(f"max_rows must be a positive int, got {max_rows!r}")
         if not isinstance(query_cache, int) or query_cache < 0:
             raise ValueError(f"query_cache must be a non-negative int, got {query_cache!r}")
-        if split not in ("train", "test", "all"):
-            raise ValueError(f"split must be 'train', 'test' or 'all', got {split!r}")
         self.max_rows = max_rows
-        self.split = split
+        self.split = check_split(split)
         custom = db_path is not None or tasks_path is not None or database is not None
         if database is not None and db_path is not None:
             raise ValueError("pass db_path= or database=, not both")
@@ -384,10 +382,8 @@ class SQLLookupEnv(DiscreteView, ToolEnv):
         all_tasks = load_tasks(tasks_path if tasks_path is not None else task_files[task_set])
         if task_set != "v0" and not custom:  # the v0 database with another question file: name the questions
             self.data_checksum = sha256_file(task_files[task_set])
-        self.tasks: list[SQLTask] = [t for t in all_tasks if split == "all" or t.split == split]
-        if not self.tasks:
-            splits = sorted({t.split for t in all_tasks})
-            raise ValueError(f"no tasks in split {split!r}; the tasks file has splits {splits} (or use split='all')")
+        self.task_list = TaskList(all_tasks, split, self.data_checksum)
+        self.tasks: list[SQLTask] = self.task_list.tasks
         self.table_names: list[str] = list(self.database.tables())
         if not self.table_names:
             raise ValueError("the database has no tables")
@@ -593,12 +589,7 @@ class SQLLookupEnv(DiscreteView, ToolEnv):
         self.candidates = candidates
 
     def _reset_task(self, options: dict[str, Any]) -> None:
-        index = options.get("task_index")
-        if index is None:
-            index = int(self.np_random.integers(len(self.tasks)))
-        elif not isinstance(index, int | float) or not 0 <= int(index) < len(self.tasks):
-            raise ValueError(f"task_index must be in [0, {len(self.tasks)}), got {index!r}")
-        self._start(self.tasks[int(index)])
+        self._start(self.task_list.pick(options, self.np_random))
         self.gold_result()  # run the gold query now (once per task), never on the clock of an agent's action
 
     def call_time_limit(self) -> float:
