@@ -641,12 +641,8 @@ def _cmd_view(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="agentgym", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    sub.add_parser("list", help="list the registered environments").set_defaults(fn=_cmd_list)
-
+def _add_train(sub: Any) -> None:
+    """Add the `train` command to the subcommands ``sub``."""
     p = sub.add_parser(
         "train",
         help=f"train a classic agent ({trainer_names(classic=True)}; discrete view) or a language model "
@@ -708,6 +704,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(fn=_cmd_train)
 
+
+def _add_eval(sub: Any) -> None:
+    """Add the `eval` command to the subcommands ``sub``."""
     p = sub.add_parser(
         "eval",
         help="benchmark an agent on an environment: episodes.jsonl, summary.json with CIs (prints a short table)",
@@ -750,20 +749,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="episode i is reset with seed + i")
     p.add_argument("--out", help="run directory: run.json, episodes.jsonl (appended per episode), summary.json")
     p.add_argument("--resume", action="store_true", help="continue the run in --out; finished episodes are skipped")
-    p.add_argument(
-        "--concurrency",
-        type=int,
-        default=8,
-        help="openai: requests in flight; hf: batch size; --env-url: sessions playing at once; CodeSandbox: "
-        "episodes at once, at most one per CPU core (default 8)",
-    )
-    p.add_argument(
-        "--sampling",
-        type=_json_object,
-        default={},
-        help='hf/openai settings as JSON, e.g. \'{"temperature": 0, "max_tokens": 256}\' (hf: max_new_tokens, '
-        "context, ...)",
-    )
+    _add_agent_options(p)
     p.add_argument("--api-key-env", help="openai: environment variable holding the API key (default OPENAI_API_KEY)")
     p.add_argument(
         "--max-failures",
@@ -791,11 +777,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(fn=_cmd_eval)
 
-    p = sub.add_parser("report", help="compare eval runs: a Markdown table and a success bar chart")
-    p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="directories written by agentgym eval --out")
-    p.add_argument("--plot", default="report.png", help="where to write the bar chart (default report.png)")
-    p.set_defaults(fn=_cmd_report)
 
+def _add_agent_options(p: argparse.ArgumentParser) -> None:
+    """``eval``'s options for how the agent is run: requests at once and sampling settings."""
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        default=8,
+        help="openai: requests in flight; hf: batch size; --env-url: sessions playing at once; CodeSandbox: "
+        "episodes at once, at most one per CPU core (default 8)",
+    )
+    p.add_argument(
+        "--sampling",
+        type=_json_object,
+        default={},
+        help='hf/openai settings as JSON, e.g. \'{"temperature": 0, "max_tokens": 256}\' (hf: max_new_tokens, '
+        "context, ...)",
+    )
+
+
+def _add_serve(sub: Any) -> None:
+    """Add the `serve` command and its servers to the subcommands ``sub``."""
     p = sub.add_parser(
         "serve",
         help="serve over HTTP: the weather API (WeatherRun's http backend), or a model as an OpenAI-compatible API",
@@ -852,13 +854,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(fn=_cmd_serve)
 
-    p = sub.add_parser("demo", help="Q-learning vs SARSA on CliffWalk, WeatherRun, and a tiny LLM, with plots")
-    p.add_argument("--out", default="runs/demo")
-    p.add_argument("--episodes", type=int, default=500)
-    p.add_argument("--llm-steps", type=int, default=20, help="GRPO steps of the tiny-LLM lesson (0 skips it)")
-    p.add_argument("--seed", type=int, default=0)
-    p.set_defaults(fn=_cmd_demo)
 
+def _add_data(sub: Any) -> None:
+    """Add the `data`, `audit` and `probe` commands to the subcommands ``sub``."""
     p = sub.add_parser(
         "data",
         help="the data flywheel: episodes.jsonl (eval of any agent, or training) -> SFT data, preference pairs, report",
@@ -925,6 +923,30 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(fn=_cmd_audit)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="agentgym", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sub.add_parser("list", help="list the registered environments").set_defaults(fn=_cmd_list)
+
+    _add_train(sub)
+    _add_eval(sub)
+    p = sub.add_parser("report", help="compare eval runs: a Markdown table and a success bar chart")
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="directories written by agentgym eval --out")
+    p.add_argument("--plot", default="report.png", help="where to write the bar chart (default report.png)")
+    p.set_defaults(fn=_cmd_report)
+
+    _add_serve(sub)
+    p = sub.add_parser("demo", help="Q-learning vs SARSA on CliffWalk, WeatherRun, and a tiny LLM, with plots")
+    p.add_argument("--out", default="runs/demo")
+    p.add_argument("--episodes", type=int, default=500)
+    p.add_argument("--llm-steps", type=int, default=20, help="GRPO steps of the tiny-LLM lesson (0 skips it)")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(fn=_cmd_demo)
+
+    _add_data(sub)
     p = sub.add_parser("view", help="see runs and episodes in a local web page, and play an env by hand")
     p.add_argument("runs", nargs="*", default=["runs"], metavar="RUN_DIR", help="folders holding runs (default runs)")
     p.add_argument("--host", default="127.0.0.1")
