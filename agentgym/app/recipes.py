@@ -179,7 +179,8 @@ TINY |= {
         "randomize_decisions": False,
         "oracle_kwargs": {"run_query": False, "describe": False},
         "group_by_length": True,
-        # 12 passes (2,304 steps): 64.6 / 65.6 / 67.5 % test (benchmarks/results/sql_lm_long.*); one pass 5.3 / 0.5 /
+        # 12 passes (2,304 steps): 63.6 / 69.9 / 63.6 % test on today's training set (results/sql_lm_spread.*; on the
+        # earlier one 64.6 / 65.6 / 67.5 %, sql_lm_long.*); one pass 5.3 / 0.5 /
         # 0.0 %. A cosine-decayed 2e-3 reaches its plateau in half the steps (60 % by step 1,152) but no higher:
         # 61.7 / 62.2 / 66.0 % at step 2,304 (benchmarks/results/sql_lm_cosine.*).
         "epochs": 12,
