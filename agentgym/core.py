@@ -120,6 +120,18 @@ def valid_utf8(text: str) -> str:
     return text
 
 
+def valid_utf8_data(value: Any) -> Any:
+    """``value`` (JSON-like data: dicts, lists, tuples, strings) with every string, keys too, made
+    :func:`valid_utf8`; tuples become lists."""
+    if isinstance(value, str):
+        return valid_utf8(value)
+    if isinstance(value, dict):
+        return {valid_utf8_data(k): valid_utf8_data(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [valid_utf8_data(v) for v in value]
+    return value
+
+
 def safe_text(text: str) -> str:
     """``text`` as valid UTF-8 with control characters (other than newline and tab) escaped as ``\\xNN``."""
     if text.isprintable():  # no control character and no lone surrogate (neither is printable): nothing to do

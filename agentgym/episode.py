@@ -38,7 +38,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, computed_field, field_validator, model_validator
 
-from agentgym.core import valid_utf8
+from agentgym.core import valid_utf8_data
 
 __all__ = [
     "MAX_LINES",
@@ -160,7 +160,7 @@ class EpisodeRecord(BaseModel):
         try:
             return self.model_dump_json()
         except ValueError:  # pydantic refuses to encode a lone surrogate
-            return type(self).model_validate(_valid_text(self.model_dump())).model_dump_json()
+            return type(self).model_validate(valid_utf8_data(self.model_dump())).model_dump_json()
 
     @classmethod
     def from_line(cls, line: str | bytes | dict[str, Any]) -> EpisodeRecord:
@@ -354,7 +354,7 @@ def parse_line(raw: bytes) -> EpisodeRecord:
     escape can spell a lone surrogate, which printing or writing it back would fail on); a one-line ``ValueError``
     with the reason if it is not one."""
     try:
-        data = _valid_text(json.loads(raw.rstrip(b"\r\n").decode("utf-8")))
+        data = valid_utf8_data(json.loads(raw.rstrip(b"\r\n").decode("utf-8")))
     except UnicodeDecodeError:
         raise ValueError("not UTF-8 text") from None
     except json.JSONDecodeError as exc:
@@ -375,14 +375,3 @@ def parse_line(raw: bytes) -> EpisodeRecord:
         raise ValueError(f"not an episode ({text[:200]}{more})") from None
     except (ValueError, TypeError, KeyError, OverflowError, RecursionError) as exc:  # from converting an old line
         raise ValueError(f"not an episode ({type(exc).__name__}: {' '.join(str(exc).split())[:160]})") from None
-
-
-def _valid_text(value: Any) -> Any:
-    """``value`` with every string made valid UTF-8."""
-    if isinstance(value, str):
-        return valid_utf8(value)
-    if isinstance(value, dict):
-        return {_valid_text(k): _valid_text(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_valid_text(v) for v in value]
-    return value

@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer
 
-from agentgym.core import valid_utf8
+from agentgym.core import valid_utf8, valid_utf8_data
 from agentgym.episode import EpisodeRecord, outcome_rates, read_episodes
 
 __all__ = [
@@ -517,17 +517,7 @@ def to_json(model: BaseModel, indent: int | None = None) -> str:
     try:
         return model.model_dump_json(indent=indent)
     except ValueError:  # pydantic refuses to encode a lone surrogate
-        return type(model).model_validate(_scrub(model.model_dump())).model_dump_json(indent=indent)
-
-
-def _scrub(value: Any) -> Any:
-    if isinstance(value, str):
-        return valid_utf8(value)
-    if isinstance(value, dict):
-        return {_scrub(k): _scrub(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_scrub(v) for v in value]
-    return value
+        return type(model).model_validate(valid_utf8_data(model.model_dump())).model_dump_json(indent=indent)
 
 
 def write_json(path: str | Path, model: BaseModel) -> None:
