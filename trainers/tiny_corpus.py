@@ -485,6 +485,14 @@ def _document(rng: random.Random, mix: CorpusMix) -> list[dict[str, str]]:
     turns.append((result, state(), render_call(rng, ToolCall(final, {why: evidence, yes: decide}), mix.canonical)))
     from_memory = render_call(rng, ToolCall(final, {yes: rng.random() < 0.5}), mix.canonical)  # no lookup: a guess
 
+    return _chat(rng, mix, header, turns, from_memory)
+
+
+def _chat(
+    rng: random.Random, mix: CorpusMix, header: str, turns: list[tuple[str, str, str]], from_memory: str
+) -> list[dict[str, str]]:
+    """The messages of a lookup episode's ``turns`` (result, state, action): the whole chat with probability
+    ``mix.multi_turn``, else one turn at random; a chat that starts from memory answers with ``from_memory``."""
     if rng.random() < mix.multi_turn:
         if rng.random() >= mix.start_lookup:
             turns = [("", turns[0][1], from_memory)]

@@ -57,7 +57,9 @@ of tokens it has seen, and can be copied into a call like a known one.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -325,8 +327,6 @@ def pretrain_base(
     the corpus; the shipped base used the default. ``context_weight`` puts a loss on the other messages' tokens too,
     ``decision_weight`` scales it on the assistant's ``true``/``false`` (both 0 and 1 for the shipped base).
     """
-    import hashlib
-    import math
     import time
 
     import torch
@@ -355,37 +355,14 @@ def pretrain_base(
         model = _llama(tokenizer, hidden_size, num_layers, num_heads, num_kv_heads, intermediate_size, 4096, seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate, betas=(0.9, 0.95), weight_decay=0.01)
 
-    def lr_at(step: int) -> float:
-        if step < warmup_steps:
-            return (step + 1) / warmup_steps
-        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * (step - warmup_steps) / max(1, steps - warmup_steps)))
-
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_at)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: _warmup_cosine(step, warmup_steps, steps))
     model.train()
     start = time.perf_counter()
     bar = tqdm(range(steps), desc="pretrain", disable=not progress_bar)
     for _ in bar:
-        batch = sorted(
-            (_chat_ids(tokenizer, next(docs), context_weight, decision_weight) for _ in range(batch_size)),
-            key=lambda b: len(b[0]),
+        loss = _pretrain_loss(
+            model, tokenizer, [next(docs) for _ in range(batch_size)], context_weight, decision_weight
         )
-        width = len(batch[-1][0])
-        input_ids = torch.full((batch_size, width), tokenizer.pad_token_id)
-        attention = torch.zeros((batch_size, width), dtype=torch.long)
-        weight = torch.zeros((batch_size, width))
-        for i, (ids, weights) in enumerate(batch):
-            input_ids[i, : len(ids)] = torch.tensor(ids)
-            attention[i, : len(ids)] = 1
-            weight[i, : len(ids) - 1] = torch.tensor(weights[1:])  # position t predicts token t + 1
-        learn = weight > 0
-        hidden = model.model(input_ids=input_ids, attention_mask=attention).last_hidden_state
-        logits = model.lm_head(hidden[learn])  # the output layer only where a loss is taken
-        targets = input_ids[:, 1:][learn[:, :-1]]
-        if context_weight or decision_weight != 1.0:
-            losses = torch.nn.functional.cross_entropy(logits.float(), targets, reduction="none")
-            loss = (losses * weight[learn]).sum() / weight[learn].sum()
-        else:  # the loss the shipped base was trained with
-            loss = torch.nn.functional.cross_entropy(logits.float(), targets)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -394,12 +371,54 @@ def pretrain_base(
         bar.set_postfix(loss=f"{loss.item():.3f}")
     seconds = time.perf_counter() - start
     _save(model, tokenizer, path)
-    files = sorted(p for p in path.iterdir() if p.is_file() and p.name != BASE_SHA256)
-    sums = "".join(f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.name}\n" for p in files)
-    (path / BASE_SHA256).write_text(sums)
+    _write_sums(path)
     params = sum(p.numel() for p in model.parameters())
     print(f"pretrained {params / 1e6:.2f} M parameters in {seconds:.0f} s ({steps} steps × {batch_size}) → {path}")
     return path
+
+
+def _warmup_cosine(step: int, warmup_steps: int, steps: int) -> float:
+    """The pretraining's learning-rate factor: linear warm-up, then a half cosine from 1 down to 0.1."""
+    if step < warmup_steps:
+        return (step + 1) / warmup_steps
+    return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * (step - warmup_steps) / max(1, steps - warmup_steps)))
+
+
+def _write_sums(path: Path) -> None:
+    """``path/SHA256SUMS``: the SHA-256 of every file of a saved model, as ``sha256sum`` writes them."""
+    files = sorted(p for p in path.iterdir() if p.is_file() and p.name != BASE_SHA256)
+    (path / BASE_SHA256).write_text("".join(f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.name}\n" for p in files))
+
+
+def _pretrain_loss(
+    model: Any, tokenizer: Any, docs: list[list[dict[str, str]]], context_weight: float, decision_weight: float
+) -> Any:
+    """The next-token loss of one batch of chats (rows sorted by length, right-padded), taken where
+    :func:`_chat_ids` puts a weight; the output layer runs only there."""
+    import torch
+
+    batch = sorted(
+        (_chat_ids(tokenizer, doc, context_weight, decision_weight) for doc in docs),
+        key=lambda b: len(b[0]),
+    )
+    width = len(batch[-1][0])
+    input_ids = torch.full((len(batch), width), tokenizer.pad_token_id)
+    attention = torch.zeros((len(batch), width), dtype=torch.long)
+    weight = torch.zeros((len(batch), width))
+    for i, (ids, weights) in enumerate(batch):
+        input_ids[i, : len(ids)] = torch.tensor(ids)
+        attention[i, : len(ids)] = 1
+        weight[i, : len(ids) - 1] = torch.tensor(weights[1:])  # position t predicts token t + 1
+    learn = weight > 0
+    hidden = model.model(input_ids=input_ids, attention_mask=attention).last_hidden_state
+    logits = model.lm_head(hidden[learn])  # the output layer only where a loss is taken
+    targets = input_ids[:, 1:][learn[:, :-1]]
+    if context_weight or decision_weight != 1.0:
+        losses = torch.nn.functional.cross_entropy(logits.float(), targets, reduction="none")
+        loss = (losses * weight[learn]).sum() / weight[learn].sum()
+    else:  # the loss the shipped base was trained with
+        loss = torch.nn.functional.cross_entropy(logits.float(), targets)
+    return loss
 
 
 def build_base(
@@ -433,7 +452,6 @@ def base_model_path(path: str | Path | None = None) -> Path:
 
     Raises ``FileNotFoundError`` or ``ValueError`` (naming the file) if a file is missing or altered.
     """
-    import hashlib
 
     path = Path(path) if path is not None else BASE_DIR
     sums = path / BASE_SHA256

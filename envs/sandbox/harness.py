@@ -843,18 +843,8 @@ class Sandbox:
     # ----------------------------------------------------------------- one run
 
     def _execute(self, job: dict[str, Any], timeout: float | None) -> SandboxResult:
-        limits = self.limits
-        timeout = limits.timeout if timeout is None else float(timeout)
-        if not isinstance(job["code"], str):
-            raise TypeError(f"code must be a str, got {type(job['code']).__name__}")
-        job = {
-            **job,
-            "rlimits": limits.rlimits(),
-            "call_timeout": limits.call_timeout,
-            "unsafe": self.layer == "unsafe",
-        }
-        if self.layer == "unsafe":  # bwrap and the unshare layer's init install the filter themselves
-            job["seccomp"] = seccomp_filter(sockets=True)
+        timeout = self.limits.timeout if timeout is None else float(timeout)
+        job = self._job(job)
         records_wanted = len(job["calls"]) + 3  # a record per call, an error, "done", one spare
         uid = self._run_uid()
         if self.layer == "bwrap" and not self.warm and self._root_bwrap(uid):
@@ -903,13 +893,7 @@ class Sandbox:
         error = None
         if job["mode"] == "run":
             error = next((_clean_error(r) for r in records if "error" in r and "i" not in r), None)
-        exit_code = sig = None
-        if killed is None:
-            exit_code = proc.returncode
-            if exit_code < 0:
-                sig, exit_code = -exit_code, 128 - exit_code
-            elif self.isolated and 128 < exit_code < 128 + 65:
-                sig = exit_code - 128
+        exit_code, sig = (None, None) if killed is not None else self._exit_status(proc.returncode)
         return SandboxResult(
             stdout=out.decode("utf-8", "replace"),
             stderr=err.decode("utf-8", "replace"),
@@ -925,6 +909,30 @@ class Sandbox:
             error=error,
             records=records,
         )
+
+    def _job(self, job: dict[str, Any]) -> dict[str, Any]:
+        """The job the runner reads: ``job`` with this sandbox's limits (and, in the unsafe layer, the seccomp
+        filter: bwrap and the unshare layer's init install it themselves)."""
+        if not isinstance(job["code"], str):
+            raise TypeError(f"code must be a str, got {type(job['code']).__name__}")
+        job = {
+            **job,
+            "rlimits": self.limits.rlimits(),
+            "call_timeout": self.limits.call_timeout,
+            "unsafe": self.layer == "unsafe",
+        }
+        if self.layer == "unsafe":
+            job["seccomp"] = seccomp_filter(sockets=True)
+        return job
+
+    def _exit_status(self, returncode: int) -> tuple[int, int | None]:
+        """``(exit_code, signal)`` of a run that ended by itself: a signal as a shell reports it (128 + n); in a
+        PID namespace the init passes the program's own status on that way."""
+        if returncode < 0:
+            return 128 - returncode, -returncode
+        if self.isolated and 128 < returncode < 128 + 65:
+            return returncode, returncode - 128
+        return returncode, None
 
     def _root_bwrap(self, uid: int | None) -> bool:
         """Whether this run uses bwrap as root without a user namespace (root, and bwrap may do that here)."""

@@ -423,18 +423,33 @@ that the date questions meet every month name and more years than the test's."""
 
 
 def _rows(seed: int, vocab: Vocabulary = V0_VOCABULARY) -> dict[str, list[tuple[Any, ...]]]:
-    """Every row of every table, from one ``random.Random(seed)`` stream."""
+    """Every row of every table, from one ``random.Random(seed)`` stream (staff, customers, products, orders)."""
     rng = random.Random(seed)
+    departments, employees = _staff(rng, vocab)
+    reps = [e for e in employees if e[4] in ("Account Executive", "Sales Representative", "Sales Manager")]
+    customers = _customers(rng, vocab, [e for e in reps if e[4] != "Sales Representative"])
+    products = _products(rng, vocab)
+    orders, items = _orders(rng, vocab, customers, products, reps)
+    return {
+        "departments": departments,
+        "employees": [tuple(e) for e in employees],
+        "customers": customers,
+        "products": products,
+        "orders": orders,
+        "order_items": items,
+    }
+
+
+def _staff(rng: random.Random, vocab: Vocabulary) -> tuple[list[tuple[Any, ...]], list[list[Any]]]:
+    """The departments and their employees (heads, team leads under the heads, staff under the leads), then four
+    contractors under the engineering head."""
     names = [(f, last) for f in vocab.first_names for last in vocab.last_names]
     rng.shuffle(names)
     name_iter = iter(names)
-
     departments, employees = [], []
-    emp_id = 0
 
     def add_employee(title: str, dept: int | None, manager: int | None, base: int, hired: dt.date) -> int:
-        nonlocal emp_id
-        emp_id += 1
+        emp_id = len(employees) + 1
         first, last = next(name_iter)
         email = f"{_slug(first)}.{_slug(last)}@northwind-labs.example"
         left = None
@@ -467,13 +482,12 @@ def _rows(seed: int, vocab: Vocabulary = V0_VOCABULARY) -> dict[str, list[tuple[
     engineering_head = departments[1][4]
     for _ in range(4):
         add_employee("Contractor", None, engineering_head, 70_000, _day(rng, dt.date(2022, 1, 1), END_DATE))
+    return departments, employees
 
-    def active(e: list[Any], day: dt.date) -> bool:
-        return e[7] <= day.isoformat() and (e[8] is None or day.isoformat() <= e[8])
 
-    reps = [e for e in employees if e[4] in ("Account Executive", "Sales Representative", "Sales Manager")]
-    account_managers = [e for e in reps if e[4] != "Sales Representative"]
-
+def _customers(rng: random.Random, vocab: Vocabulary, account_managers: list[list[Any]]) -> list[tuple[Any, ...]]:
+    """The customers: made-up companies (and the vocabulary's special ones), a segment, a credit limit and, for
+    most larger accounts, an account manager."""
     customers = []
     companies = [f"{p} {n}" for p in vocab.prefixes for n in vocab.nouns]
     rng.shuffle(companies)
@@ -482,35 +496,59 @@ def _rows(seed: int, vocab: Vocabulary = V0_VOCABULARY) -> dict[str, list[tuple[
     specials = dict(
         zip(rng.sample(range(n_customers), len(vocab.special_customers)), vocab.special_customers, strict=True)
     )
+    limits = {"Enterprise": (50_000, 100_000, 250_000), "Mid-Market": (25_000, 50_000), "SMB": (5_000, 10_000)}
     for cid in range(1, n_customers + 1):
         city, country = rng.choice(vocab.places)
         company = specials.get(cid - 1) or f"{companies[cid]} {suffix[country]}"
         first, last = rng.choice(vocab.first_names), rng.choice(vocab.last_names)
         email = None if rng.random() < 0.12 else f"{_slug(first)}.{_slug(last)}@{_slug(company)}.example"
         segment = rng.choices(("Enterprise", "Mid-Market", "SMB"), (2, 3, 5))[0]
-        limits = {"Enterprise": (50_000, 100_000, 250_000), "Mid-Market": (25_000, 50_000), "SMB": (5_000, 10_000)}
         credit = None if rng.random() < 0.15 else rng.choice(limits[segment])
         manager = rng.choice(account_managers)[0] if segment != "SMB" or rng.random() < 0.4 else None
         signup = _day(rng, dt.date(vocab.first_year - 2, 1, 1), dt.date(2024, 10, 31))
         customers.append(
             (cid, company, f"{first} {last}", email, city, country, segment, signup.isoformat(), credit, manager)
         )
+    return customers
 
-    products, price_of = [], {}
-    pid = 0
+
+def _products(rng: random.Random, vocab: Vocabulary) -> list[tuple[Any, ...]]:
+    """The catalogue: each category's products with a SKU, a price in the category's range and a stock count."""
+    products = []
     for category, prefix, (low, high), product_names in vocab.products:
         for k, name in enumerate(product_names):
-            pid += 1
             price = round(rng.uniform(low, high) * rng.uniform(0.8, 1.0)) - 0.01
             price = max(price, 1.49)
-            price_of[pid] = price
             stock = rng.randrange(0, 400)
             products.append(
-                (pid, f"{prefix}-{1001 + k}", name, category, price, stock, int(name in vocab.discontinued))
+                (
+                    len(products) + 1,
+                    f"{prefix}-{1001 + k}",
+                    name,
+                    category,
+                    price,
+                    stock,
+                    int(name in vocab.discontinued),
+                )
             )
+    return products
+
+
+def _orders(
+    rng: random.Random,
+    vocab: Vocabulary,
+    customers: list[tuple[Any, ...]],
+    products: list[tuple[Any, ...]],
+    reps: list[list[Any]],
+) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """The orders from ``vocab.first_year`` to :data:`END_DATE` (more of them later) and their line items: a few
+    popular products each, prices 5 points a year lower before the last year, a sales rep where one was active."""
+
+    def active(e: list[Any], day: dt.date) -> bool:
+        return e[7] <= day.isoformat() and (e[8] is None or day.isoformat() <= e[8])
+
     orderable = [p for p in products if p[2] not in vocab.never_ordered]
     popularity = [1 / (1 + (i * 7) % len(orderable)) ** 0.6 for i in range(len(orderable))]
-
     buyers = [c for c in customers if rng.random() > 0.06]
     weights = [1 / (k + 12) for k in range(len(buyers))]
     orders, items = [], []
@@ -551,14 +589,7 @@ def _rows(seed: int, vocab: Vocabulary = V0_VOCABULARY) -> dict[str, list[tuple[
                 status = "Shipped" if ship_day > END_DATE - dt.timedelta(days=6) else "Delivered"
                 shipped = ship_day.isoformat()
         orders.append((oid, customer[0], rep, day.isoformat(), shipped, status, fee))
-    return {
-        "departments": departments,
-        "employees": [tuple(e) for e in employees],
-        "customers": customers,
-        "products": products,
-        "orders": orders,
-        "order_items": items,
-    }
+    return orders, items
 
 
 def build_database(path: str | Path, seed: int = 0, vocabulary: Vocabulary = V0_VOCABULARY) -> str:
@@ -1532,8 +1563,7 @@ def build_tasks(
     come from the family's own wrong queries, or else from :func:`_value_slip` / :func:`_schema_slip`
     applied to the gold query; an instance that lacks one kind is dropped.
     """
-    from agentgym.envs.sql.env import looks_empty, results_match
-    from agentgym.envs.sql.safety import QueryError, ReadOnlySQLite
+    from agentgym.envs.sql.safety import ReadOnlySQLite
 
     rng = random.Random(seed)
     db = ReadOnlySQLite(database)
@@ -1542,32 +1572,9 @@ def build_tasks(
     seen_questions: set[str] = set()
 
     def checked(question: str, gold: str, wrong: list[str]) -> list[str] | None:
-        """The (logic, value, schema) distractors if the instance checks out, else None."""
         if question in seen_questions or (exclude is not None and exclude.reason(question, gold) is not None):
             return None
-        result = db.query(gold, max_rows=MAX_ANSWER_ROWS + 1)
-        if not result.rows or result.total_rows > MAX_ANSWER_ROWS or looks_empty(result):
-            return None
-        ordered = has_top_level_order_by(gold)
-        if ordered and result.total_rows > 1 and not _order_is_determined(conn, gold, result.rows):
-            return None
-        kinds: dict[str, str] = {}
-        for query in [*wrong, _value_slip(gold), _schema_slip(gold)]:
-            if query is None:
-                continue
-            try:
-                other = db.query(query, max_rows=10_000)
-            except QueryError:
-                kinds.setdefault("schema", query)
-                continue
-            if results_match(other.rows, result.rows, ordered):
-                if query in wrong:
-                    return None  # a "wrong" query that is right: the family is broken for this value
-                continue
-            kinds.setdefault("value" if looks_empty(other) else "logic", query)
-        if len(kinds) < 3:
-            return None
-        return [kinds["logic"], kinds["value"], kinds["schema"]]
+        return _distractors(db, conn, gold, wrong)
 
     tasks: list[SQLTask] = []
     try:
@@ -1593,6 +1600,37 @@ def build_tasks(
         conn.close()
         db.close()
     return tasks
+
+
+def _distractors(db: Any, conn: sqlite3.Connection, gold: str, wrong: list[str]) -> list[str] | None:
+    """The (logic, value, schema) distractors of an instance whose gold query checks out on ``db`` (a bounded,
+    determined, non-empty result), else None. ``wrong`` are the family's own wrong queries, tried first."""
+    from agentgym.envs.sql.env import looks_empty, results_match
+    from agentgym.envs.sql.safety import QueryError
+
+    result = db.query(gold, max_rows=MAX_ANSWER_ROWS + 1)
+    if not result.rows or result.total_rows > MAX_ANSWER_ROWS or looks_empty(result):
+        return None
+    ordered = has_top_level_order_by(gold)
+    if ordered and result.total_rows > 1 and not _order_is_determined(conn, gold, result.rows):
+        return None
+    kinds: dict[str, str] = {}
+    for query in [*wrong, _value_slip(gold), _schema_slip(gold)]:
+        if query is None:
+            continue
+        try:
+            other = db.query(query, max_rows=10_000)
+        except QueryError:
+            kinds.setdefault("schema", query)
+            continue
+        if results_match(other.rows, result.rows, ordered):
+            if query in wrong:
+                return None  # a "wrong" query that is right: the family is broken for this value
+            continue
+        kinds.setdefault("value" if looks_empty(other) else "logic", query)
+    if len(kinds) < 3:
+        return None
+    return [kinds["logic"], kinds["value"], kinds["schema"]]
 
 
 def _task(id_: str, question: str, gold: str, difficulty: str, split: str, wrong: list[str], family: str) -> SQLTask:
