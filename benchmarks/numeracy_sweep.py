@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agentgym.trainers.tiny_model import pad_chats
+
 VARIANTS: dict[str, dict] = {
     # levels drawn uniformly, decisions weighted 10x, 32 chats a step, learning rate 1e-3
     "mixed": {},
@@ -48,16 +50,8 @@ def _chat_loss(model: Any, pad_id: int, chats: list[tuple[list[int], list[float]
     batch's weight); return its value."""
     import torch
 
-    width = max(len(ids) for ids, _ in chats)
-    input_ids = torch.full((len(chats), width), pad_id)
-    attention = torch.zeros((len(chats), width), dtype=torch.long)
-    weight = torch.zeros((len(chats), width))
-    for i, (ids, weights) in enumerate(chats):
-        input_ids[i, : len(ids)] = torch.tensor(ids)
-        attention[i, : len(ids)] = 1
-        weight[i, : len(ids) - 1] = torch.tensor(weights[1:])  # position t predicts token t + 1
     device = model.device
-    input_ids, attention, weight = input_ids.to(device), attention.to(device), weight.to(device)
+    input_ids, attention, weight = (t.to(device) for t in pad_chats(chats, pad_id))
     learn = weight > 0
     hidden = model.model(input_ids=input_ids, attention_mask=attention).last_hidden_state
     logits = model.lm_head(hidden[learn])  # the output layer only where a loss is taken

@@ -74,6 +74,7 @@ __all__ = [
     "build_base",
     "build_tiny_model",
     "env_corpus",
+    "pad_chats",
     "pretrain_base",
     "train_tokenizer",
 ]
@@ -390,6 +391,22 @@ def _write_sums(path: Path) -> None:
     (path / BASE_SHA256).write_text("".join(f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.name}\n" for p in files))
 
 
+def pad_chats(chats: Sequence[tuple[list[int], list[float]]], pad_id: int) -> tuple[Any, Any, Any]:
+    """Right-padded ``(input_ids, attention_mask, weight)`` tensors of chats given as token ids and per-token loss
+    weights (:func:`_chat_ids`); ``weight[i, t]`` is the weight of predicting token ``t + 1`` at position ``t``."""
+    import torch
+
+    width = max(len(ids) for ids, _ in chats)
+    input_ids = torch.full((len(chats), width), pad_id)
+    attention = torch.zeros((len(chats), width), dtype=torch.long)
+    weight = torch.zeros((len(chats), width))
+    for i, (ids, weights) in enumerate(chats):
+        input_ids[i, : len(ids)] = torch.tensor(ids)
+        attention[i, : len(ids)] = 1
+        weight[i, : len(ids) - 1] = torch.tensor(weights[1:])  # position t predicts token t + 1
+    return input_ids, attention, weight
+
+
 def _pretrain_loss(
     model: Any, tokenizer: Any, docs: list[list[dict[str, str]]], context_weight: float, decision_weight: float
 ) -> Any:
@@ -401,14 +418,7 @@ def _pretrain_loss(
         (_chat_ids(tokenizer, doc, context_weight, decision_weight) for doc in docs),
         key=lambda b: len(b[0]),
     )
-    width = len(batch[-1][0])
-    input_ids = torch.full((len(batch), width), tokenizer.pad_token_id)
-    attention = torch.zeros((len(batch), width), dtype=torch.long)
-    weight = torch.zeros((len(batch), width))
-    for i, (ids, weights) in enumerate(batch):
-        input_ids[i, : len(ids)] = torch.tensor(ids)
-        attention[i, : len(ids)] = 1
-        weight[i, : len(ids) - 1] = torch.tensor(weights[1:])  # position t predicts token t + 1
+    input_ids, attention, weight = pad_chats(batch, tokenizer.pad_token_id)
     learn = weight > 0
     hidden = model.model(input_ids=input_ids, attention_mask=attention).last_hidden_state
     logits = model.lm_head(hidden[learn])  # the output layer only where a loss is taken
