@@ -65,6 +65,7 @@ import gymnasium as gym
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentgym.data import TaskList
 from agentgym.parser import MAX_ACTION_CHARS, ParseResult, format_instructions, parse_tool_calls
 from agentgym.spaces import AnyText
 from agentgym.tools import Tool, ToolCall, ToolError, ToolResult
@@ -81,6 +82,7 @@ __all__ = [
     "process_reward_weight",
     "recent_turns",
     "task_info",
+    "tools_of",
 ]
 
 _CACHE_SIZE = 512  # distinct action strings whose interpretation is memoised per env
@@ -307,6 +309,13 @@ def task_info(env: gym.Env) -> TaskInfo:
     return info if isinstance(info, TaskInfo) else TaskInfo()
 
 
+def tools_of(env: gym.Env) -> dict[str, Tool]:
+    """The tools ``env`` declares by name (its :class:`ToolEnv`'s ``@tool`` methods, through any wrappers); ``{}``
+    for any other env (a served env's tools are the schemas its reset lists in ``info["tools"]``)."""
+    base = env.unwrapped
+    return dict(base.tools) if isinstance(base, ToolEnv) else {}
+
+
 def parts_of(env: gym.Env) -> ObservationParts | None:
     """The parts of ``env``'s latest observation (through any wrappers), or None when ``env`` is not a
     :class:`ToolEnv` (a plain ``gym.Env``: its observation text is all there is)."""
@@ -326,6 +335,9 @@ class ToolEnv(gym.Env[str, str]):
     """Instructions shown to the agent (override :meth:`task_prompt` for per-episode text)."""
     tools: ClassVar[dict[str, Tool]] = {}
     """The task's tools by name, collected from its ``@tool`` methods."""
+    task_list: TaskList | None = None
+    """The env's fixed task list (its split of the task set), for a task that has one (SQLLookup, CodeSandbox);
+    None for a task that draws its instance from the seed."""
     invalid_action_reward: float = 0.0
     """Reward for an action that cannot be parsed or validated (``rewards.invalid_action`` when the task has
     :class:`RewardWeights`)."""
@@ -456,6 +468,13 @@ class ToolEnv(gym.Env[str, str]):
         """A scripted expert for this task with SB3's ``predict(obs) -> (action_text, None)``, reading only
         the observation text (used by ``agentgym eval --agent oracle`` and to make demonstrations)."""
         raise NotImplementedError(f"{type(self).__name__} has no scripted oracle")
+
+    def feedback(self) -> str:
+        """What went wrong in the episode so far, as a sentence for the agent's next attempt (read by
+        :class:`~agentgym.wrappers.Retry`); it must never give the answer away. The base class: the latest result
+        and the state summary. A task that can say more overrides it (WeatherRun names the missing lookup)."""
+        parts = self.observation_parts()
+        return f"{parts.result} (state: {parts.summary})"
 
     def tools_prompt(self) -> str:
         """The tool list and the call-format instructions, as the first observation shows them."""

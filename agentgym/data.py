@@ -56,6 +56,8 @@ class TaskList(Generic[Task]):
     def __init__(self, tasks: Iterable[Task], split: str, data_checksum: str | None = None) -> None:
         every = list(tasks)
         self.split, self.data_checksum = check_split(split), data_checksum
+        self.index: int | None = None
+        """The index of the task :meth:`pick` last returned (None before the first)."""
         self.tasks: list[Task] = [t for t in every if split == "all" or getattr(t, "split", None) == split]
         if not self.tasks:
             splits = sorted({str(getattr(t, "split", None)) for t in every})
@@ -78,7 +80,8 @@ class TaskList(Generic[Task]):
             index = int(rng.integers(len(self.tasks)))
         elif not isinstance(index, int | float) or not 0 <= int(index) < len(self.tasks):
             raise ValueError(f"task_index must be in [0, {len(self.tasks)}), got {index!r}")
-        return self.tasks[int(index)]
+        self.index = int(index)
+        return self.tasks[self.index]
 
 
 def sha256_file(path: str | Path) -> str:

@@ -144,9 +144,9 @@ class Retry(gym.Wrapper[str, str, str, str], gym.utils.RecordConstructorArgs):
 
         <the first observation of the new attempt>
 
-    The feedback is the env's own: ``env.unwrapped.feedback()`` where the task defines it (a sentence on what
-    was wrong that never gives the answer, e.g. WeatherRun), else the result of the attempt's last action and
-    its state summary (what the agent was shown anyway). It is cut to :data:`MAX_FEEDBACK_CHARS` characters. The
+    The feedback is the task's own :meth:`~agentgym.ToolEnv.feedback` (a sentence on what was wrong that never
+    gives the answer, e.g. WeatherRun's; by default the result of the attempt's last action and its state summary,
+    what the agent was shown anyway; the same for a served env). It is cut to :data:`MAX_FEEDBACK_CHARS` characters. The
     episode ends at the first success or after the last attempt.
 
     Reward: an attempt's rewards are held back and paid when the attempt ends — ``δ^(a−1) · R_a`` (``R_a`` the
@@ -225,11 +225,12 @@ class Retry(gym.Wrapper[str, str, str, str], gym.utils.RecordConstructorArgs):
 
     def _feedback(self) -> str:
         """What went wrong in the attempt that just ended: the task's ``feedback()``, else its last result."""
-        feedback = getattr(self.env.unwrapped, "feedback", None)
-        if callable(feedback):
-            text = str(feedback())
+        parts = parts_of(self.env)
+        if isinstance(self.env.unwrapped, ToolEnv):
+            text = str(self.env.unwrapped.feedback())
+        elif parts is not None:  # a served env: its latest result
+            text = f"{parts.result} (state: {parts.summary})"
         else:
-            parts = parts_of(self.env)
-            text = f"{parts.result} (state: {parts.summary})" if parts is not None else "the task was not solved."
+            text = "the task was not solved."
         text = safe_text(" ".join(text.split()))
         return text if len(text) <= MAX_FEEDBACK_CHARS else text[: MAX_FEEDBACK_CHARS - 1] + "…"

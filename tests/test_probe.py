@@ -14,7 +14,15 @@ from agentgym.app.recipes import TINY
 from agentgym.cli import main
 from agentgym.trainers.llm import LLMPolicy
 from agentgym.trainers.optim import adamw_with_warmup
-from agentgym.trainers.probe import decision_key, fit_probe, hindsight_decisions, probe, split_decisions
+from agentgym.trainers.probe import (
+    DecisionReplay,
+    DecisionSet,
+    decision_key,
+    fit_probe,
+    hindsight_decisions,
+    probe,
+    split_decisions,
+)
 from agentgym.trainers.rollout import OracleTeacher, RolloutConfig, rollout
 
 WEATHER = "agentgym/WeatherRun-v0"
@@ -140,3 +148,72 @@ def test_grpo_decision_coef_trains_on_hindsight_labels():
     assert labelled and all(0 < row["decision_loss"] < 10 for row in labelled)
     assert sum(row.get("decision_labels", 0) for row in dense) <= 3 * 8  # at most one decision per episode
     assert not torch.equal(runs[0.0][1], runs[1.0][1])  # the term reaches the weights
+
+
+def _decisions(days: range) -> DecisionSet:
+    """A decision set of one context per day: ids ``[day, day]``, value ids ``[[0], [1]]``, label ``day % 2``."""
+    days = list(days)
+    return DecisionSet(
+        "answer", "suitable", [False, True], [[d, d] for d in days], [[[0], [1]]] * len(days), [d % 2 for d in days]
+    )
+
+
+def test_decision_replay_keeps_the_latest_distinct_decisions_and_draws_from_all_of_them(tmp_path):
+    replay = DecisionReplay(("answer", "suitable", [False, True]), capacity=8)
+    replay.add(_decisions(range(6)))
+    replay.add(_decisions(range(4, 10)))  # 4 and 5 again: kept once, now among the latest
+    assert [context[0] for context, _, _ in replay.entries.values()] == [2, 3, 4, 5, 6, 7, 8, 9]
+    drawn = replay.sample(5, torch.Generator().manual_seed(0))
+    assert len(drawn) == 5 and len({c[0] for c in drawn.contexts}) == 5
+    assert all(label == context[0] % 2 for context, label in zip(drawn.contexts, drawn.labels, strict=True))
+    seen = {c[0] for seed in range(20) for c in replay.sample(2, torch.Generator().manual_seed(seed)).contexts}
+    assert seen == set(range(2, 10))  # uniform over the buffer, not only the step's own
+    assert len(replay.sample(50, torch.Generator())) == 8
+
+    replay.save(tmp_path)
+    again = DecisionReplay(replay.key, capacity=8)
+    again.load(tmp_path)
+    assert again.entries == replay.entries
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "[[[1, 2], [[0], [1]], 2]]",  # a label past the values
+        '[[[1, "x"], [[0], [1]], 0]]',  # ids that are not ints
+        "[[[1, 2], [[0], [1]]]]",  # no label
+        json.dumps([[[1], [[0], [1]], 0]] * 9),  # more than the capacity
+        '{"entries": []}',
+        "[[[1], [[0], [1]], 0]",  # torn
+    ],
+)
+def test_a_crafted_decision_replay_file_is_refused_and_changes_nothing(tmp_path, content):
+    replay = DecisionReplay(("answer", "suitable", [False, True]), capacity=8)
+    replay.add(_decisions(range(3)))
+    before = dict(replay.entries)
+    (tmp_path / DecisionReplay.FILE).write_text(content)
+    with pytest.raises(ValueError):
+        replay.load(tmp_path)
+    assert replay.entries == before
+
+
+def test_grpo_decision_replay_trains_on_past_days_and_resumes_with_its_buffer(tmp_path):
+    from agentgym.app.recipes import tiny_overrides
+    from agentgym.trainers.grpo import GRPO, GRPOConfig
+
+    with pytest.raises(ValueError, match="decision_coef"):
+        GRPOConfig(decision_replay=64)
+    settings = tiny_overrides("grpo", WEATHER) | {
+        "tasks_per_step": 4,
+        "num_generations": 2,
+        "checkpoint_every": 2,
+        "eval_split": None,
+        "seed": 0,
+        "decision_replay": 64,
+    }
+    trainer = GRPO("tiny", GRPOConfig(**settings), out_dir=tmp_path).learn(2, progress_bar=False)
+    labelled = [row["decision_labels"] for row in trainer.metrics if row.get("decision_labels")]
+    assert labelled and len(trainer.replay.entries) >= max(labelled)  # the buffer holds past steps' decisions too
+    assert [p.parent.name for p in tmp_path.glob(f"checkpoints/*/{DecisionReplay.FILE}")] == ["step-000002"]
+    resumed = GRPO.resume(tmp_path)
+    assert resumed.replay.entries == trainer.replay.entries

@@ -49,6 +49,7 @@ from __future__ import annotations
 import functools
 import math
 import time
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -62,7 +63,7 @@ from agentgym.trainers.advantages import (
 )
 from agentgym.trainers.grpo_config import GRPOConfig
 from agentgym.trainers.online_trainer import OnlineTrainer
-from agentgym.trainers.probe import decision_key, hindsight_decisions
+from agentgym.trainers.probe import DecisionReplay
 from agentgym.trainers.rollout import Episode, episode_metrics, random_resets, rollout, turn_spans
 from agentgym.trainers.unique_samples import UniqueSample, token_advantages, unique_samples
 
@@ -85,8 +86,7 @@ class GRPO(OnlineTrainer):
     config: GRPOConfig
 
     def envs_needed(self) -> int:
-        cfg = self.config
-        return -(-cfg.tasks_per_step // self.world_size) * cfg.num_generations
+        return -(-self.config.tasks_per_step // self.world_size) * self.config.num_generations
 
     def train_step(self) -> dict[str, Any]:
         """Play one batch of groups and update the policy on it; returns the step's metrics."""
@@ -142,16 +142,18 @@ class GRPO(OnlineTrainer):
         std = math.sqrt(max(total_sq / n - mean**2, 0.0) * n / (n - 1)) if n > 1 else 0.0
         return [((a - mean) / (std + 1e-4)).tolist() for a in per_turn], groups
 
-    def _decision_batch(self, episodes: list[Episode]) -> tuple[dict[str, torch.Tensor], int] | None:
-        """The batch of hindsight-labelled decisions (``decision_coef``): each context followed by the right value,
-        the loss on the value's tokens; None when no episode of this step answered."""
-        if not hasattr(self, "_decision_key"):
-            _, info = self.envs[0].reset(seed=0)
-            self._decision_key = decision_key(info.get("tools") or [])
-            if self._decision_key is None:
-                raise ValueError(f"decision_coef needs a boolean or enum tool argument; {self.config.env_id} has none")
-        found = hindsight_decisions(self.policy, episodes, self._decision_key)
-        return (self.batch(found.labelled_samples()), len(found)) if len(found) else None
+    @functools.cached_property
+    def replay(self) -> DecisionReplay:
+        """The hindsight-labelled decisions of ``decision_coef`` (and their buffer, ``decision_replay``)."""
+        return DecisionReplay.of_env(self.envs[0], self.config.decision_replay)
+
+    def save_extra(self, path: Path) -> None:
+        if self.config.decision_replay:
+            self.replay.save(Path(path))
+
+    def load_extra(self, path: Path) -> None:
+        if self.config.decision_replay:
+            self.replay.load(Path(path))
 
     def _update(
         self, episodes: list[Episode], advantages: list[list[float]] | torch.Tensor, tied: torch.Tensor
@@ -173,9 +175,9 @@ class GRPO(OnlineTrainer):
         batches = [
             self._batch(unique[k : k + cfg.micro_batch_size]) for k in range(0, len(unique), cfg.micro_batch_size)
         ]
-        decisions, labels = (self._decision_batch(episodes) if cfg.decision_coef > 0 else None) or (None, 0)
-        if decisions is not None:
-            batches[-1]["decisions"] = decisions
+        decisions = self.replay.draw(self.policy, episodes, self.generator) if cfg.decision_coef > 0 else None
+        if decisions:  # each context followed by the right value, the loss on the value's tokens
+            batches[-1]["decisions"] = self.batch(decisions.labelled_samples())
         sums = dict.fromkeys(("loss", "kl", "clipped", "entropy", "decision_loss"), 0.0)
         self.scorer.train()
         for iteration in range(cfg.num_iterations):
@@ -185,7 +187,7 @@ class GRPO(OnlineTrainer):
                 for key, value in row.items():
                     sums[key] += value if iteration == 0 or key in ("loss", "clipped") else 0.0
         loss, kl, clipped, ent = self.group.sum(sums["loss"], sums["kl"], sums["clipped"], sums["entropy"])
-        extra = {"decision_loss": sums["decision_loss"], "decision_labels": labels} if decisions else {}
+        extra = {"decision_loss": sums["decision_loss"], "decision_labels": len(decisions)} if decisions else {}
         return {
             **extra,
             "loss": loss / cfg.num_iterations / self.world_size,

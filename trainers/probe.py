@@ -22,6 +22,7 @@ import random
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -29,11 +30,13 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentgym.core import task_info
+from agentgym.data import MAX_FILE_BYTES
 from agentgym.registration import eval_resets, split_kwargs
 from agentgym.trainers.llm import LLMPolicy
 from agentgym.trainers.rollout import OracleTeacher, RolloutConfig, Sample, collate, rollout, turn_spans
 
 __all__ = [
+    "DecisionReplay",
     "DecisionSet",
     "LinearProbe",
     "ProbeReport",
@@ -194,6 +197,84 @@ def hindsight_decisions(policy: LLMPolicy, episodes: Sequence[Any], key: tuple[s
         found.continuations.append([policy.encode(head + lit) for lit in literals])
         found.labels.append(label)
     return found
+
+
+class DecisionReplay:
+    """The hindsight-labelled decisions of a run's steps (:func:`hindsight_decisions`), with a buffer of the latest
+    ``capacity`` distinct ones (self-imitation, Oh et al. 2018, on the decision token alone).
+
+    :meth:`draw` labels a step's decisions, adds them to the buffer and returns as many drawn uniformly from it, the
+    step's own included: the same compute per step, spread over up to ``capacity`` days instead of one step's few.
+    A hindsight label is the task's verdict on the day, so it stays right however old the policy that wrote it.
+    ``capacity`` 0 returns the step's own decisions.
+    """
+
+    FILE = "decision_replay.json"
+
+    def __init__(self, key: tuple[str, str, list[Any]], capacity: int) -> None:
+        self.key, self.capacity = key, capacity
+        self.entries: dict[tuple[int, ...], tuple[list[int], list[list[int]], int]] = {}  # oldest first
+
+    @classmethod
+    def of_env(cls, env: gym.Env, capacity: int) -> DecisionReplay:
+        """The replay of ``env``'s decision (:func:`decision_key` of the tools its reset lists); ``ValueError``
+        when it has none."""
+        _, info = env.reset(seed=0)
+        if (key := decision_key(info.get("tools") or [])) is None:
+            raise ValueError(
+                f"decision_coef needs a boolean or enum tool argument; {env.spec.id if env.spec else env} has none"
+            )
+        return cls(key, capacity)
+
+    def draw(self, policy: LLMPolicy, episodes: Sequence[Any], generator: torch.Generator) -> DecisionSet:
+        """A step's decision batch: its episodes' hindsight decisions, or with a buffer as many drawn from it."""
+        found = hindsight_decisions(policy, episodes, self.key)
+        if not self.capacity or not len(found):
+            return found
+        self.add(found)
+        return self.sample(len(found), generator)
+
+    def add(self, found: DecisionSet) -> None:
+        """Put ``found`` in the buffer as its latest entries, dropping the oldest beyond ``capacity``."""
+        for context, continuations, label in zip(found.contexts, found.continuations, found.labels, strict=True):
+            key = (*context, -1, *continuations[label])
+            self.entries.pop(key, None)  # seen again: now the latest
+            self.entries[key] = (context, continuations, label)
+        for key in list(self.entries)[: max(0, len(self.entries) - self.capacity)]:
+            del self.entries[key]
+
+    def sample(self, n: int, generator: torch.Generator) -> DecisionSet:
+        """``n`` distinct entries (all, if fewer), drawn uniformly."""
+        entries = list(self.entries.values())
+        pick = torch.randperm(len(entries), generator=generator)[:n].tolist()
+        drawn = [list(column) for column in zip(*(entries[i] for i in pick), strict=True)] or [[], [], []]
+        return DecisionSet(self.key[0], self.key[1], self.key[2], *drawn)
+
+    def save(self, directory: Path) -> None:
+        """Write the buffer into a checkpoint ``directory`` (nothing without one)."""
+        if self.capacity:
+            (directory / self.FILE).write_text(json.dumps([list(entry) for entry in self.entries.values()]))
+
+    def load(self, directory: Path) -> None:
+        """Read what :meth:`save` wrote (if it did); ``ValueError`` naming the fault for anything else."""
+        file = directory / self.FILE
+        if not self.capacity or not file.exists():
+            return
+        if file.stat().st_size > MAX_FILE_BYTES:
+            raise ValueError(f"{file} is over {MAX_FILE_BYTES} bytes: not a decision replay this run wrote")
+        entries = json.loads(file.read_text())
+        if not isinstance(entries, list) or len(entries) > self.capacity:
+            raise ValueError(f"{file} is not a decision replay of at most {self.capacity} entries")
+        loaded = {}
+        for entry in entries:
+            ok = isinstance(entry, list) and len(entry) == 3 and type(entry[2]) is int and isinstance(entry[1], list)
+            ids = [entry[0], *entry[1]] if ok else []
+            if not ids or not all(isinstance(x, list) and all(type(i) is int for i in x) for x in ids):
+                raise ValueError(f"{file}: an entry is not [context ids, value ids per value, label]")
+            if not 0 <= entry[2] < len(entry[1]):
+                raise ValueError(f"{file}: label {entry[2]} is out of range")
+            loaded[(*entry[0], -1, *entry[1][entry[2]])] = (entry[0], entry[1], entry[2])
+        self.entries = loaded
 
 
 def _split_at_value(

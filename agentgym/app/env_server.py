@@ -130,7 +130,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from agentgym.app.benchmark import MAX_STEPS, BenchmarkRun
 from agentgym.app.evaluation import episode_error
-from agentgym.core import ToolEnv, parts_of, task_info
+from agentgym.core import parts_of, task_info, tools_of
 from agentgym.envs.remote import (
     API,
     PROTOCOL,
@@ -266,7 +266,7 @@ class Sessions:
         self._abandoned_lock = threading.Lock()
         probe = gym.make(env_id, **env_kwargs)
         try:
-            unwrapped, info = probe.unwrapped, task_info(probe)
+            info = task_info(probe)
             bounds = info.reward_bounds
             self.discrete_spaces: dict[str, Any] = {}  # empty: the env has no discrete view
             if info.discrete_view:
@@ -283,7 +283,7 @@ class Sessions:
                 "action_space": describe_space(probe.action_space),
                 "views": ["text", "discrete"] if self.discrete_spaces and operator else ["text"],
                 "operator": operator,
-                "tools": [t.schema for t in unwrapped.tools.values()] if isinstance(unwrapped, ToolEnv) else [],
+                "tools": [t.schema for t in tools_of(probe).values()],
                 "max_episode_steps": probe.spec.max_episode_steps if probe.spec else None,
                 "num_tasks": info.num_tasks,
                 "data_checksum": info.data_checksum,

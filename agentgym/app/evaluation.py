@@ -50,7 +50,7 @@ from agentgym.app.reports import (
     summarize,
     write_json,
 )
-from agentgym.core import task_info
+from agentgym.core import ToolEnv, task_info
 from agentgym.envs.remote import RemoteEnv
 from agentgym.episode import EpisodeRecord, append_episodes
 from agentgym.registration import eval_kwargs, eval_reset, eval_resets
@@ -694,14 +694,12 @@ SQLLookup's question kinds (single_table, join, aggregate, nested, date), CodeSa
 
 
 def episode_tasks(env: gym.Env, resets: list[dict[str, Any]]) -> list[TaskFacts | None]:
-    """Each episode's task and tags (:data:`TASK_TAGS`), for an env with a fixed list ``env.unwrapped.tasks``
-    (``[]`` for other envs). An episode reset with ``task_index`` plays that task; for one reset by seed alone,
+    """Each episode's task and tags (:data:`TASK_TAGS`), for an env with a fixed task list (``ToolEnv.task_list``;
+    ``[]`` for other envs). An episode reset with ``task_index`` plays that task; for one reset by seed alone,
     ``env`` is reset the same way (~0.1 ms on SQLLookup and CodeSandbox) to see which task it draws."""
-    base = env.unwrapped
-    tasks = getattr(base, "tasks", None)
-    if not isinstance(tasks, list | tuple) or not tasks:
+    tasks = env.unwrapped.task_list if isinstance(env.unwrapped, ToolEnv) else None
+    if not tasks:
         return []
-    position = {id(task): i for i, task in enumerate(tasks)}
     facts: list[TaskFacts | None] = []
     for reset in resets:
         index = (reset.get("options") or {}).get("task_index")
@@ -711,7 +709,7 @@ def episode_tasks(env: gym.Env, resets: list[dict[str, Any]]) -> list[TaskFacts 
             except Exception:  # the episode itself failed the same way; it has no known task
                 facts.append(None)
                 continue
-            index = position.get(id(getattr(base, "task", None)))
+            index = tasks.index
         if not isinstance(index, int) or not 0 <= index < len(tasks):
             facts.append(None)
             continue

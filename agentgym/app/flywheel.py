@@ -49,7 +49,7 @@ import gymnasium as gym
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentgym.app.reports import error_line, write_json
-from agentgym.core import ToolEnv
+from agentgym.core import tools_of
 from agentgym.episode import (
     MAX_LINE_BYTES,
     MAX_LINES,
@@ -309,8 +309,7 @@ def _signatures(source: _Source) -> str:
 
 
 def _tools(source: _Source) -> list[dict[str, Any]]:
-    base = source.env.unwrapped
-    return [t.schema for t in base.tools.values()] if isinstance(base, ToolEnv) else []
+    return [t.schema for t in tools_of(source.env).values()]
 
 
 def _write_sft(out: Any, source: _Source, record: EpisodeRecord, cfg: DataConfig, counts: _Counts) -> None:

@@ -74,6 +74,7 @@ from agentgym.app.benchmark import ABANDONED, MAX_STEPS, NOT_PLAYED, BenchmarkRu
 from agentgym.app.env_server import BoundedUvicorn, RequestGuard, ServerLimits
 from agentgym.app.evaluation import episode_error
 from agentgym.app.reports import RunSummary, to_json
+from agentgym.core import tools_of
 from agentgym.episode import EpisodeRecord
 from agentgym.registration import eval_kwargs, eval_resets
 from agentgym.tools import ToolCall
@@ -136,8 +137,7 @@ class EpisodeHost:
         eval_resets(None, episodes)  # checks episodes
         kwargs = eval_kwargs(env_id, split, env_kwargs)
         self.env = gym.make(env_id, disable_env_checker=True, **kwargs)
-        base = self.env.unwrapped
-        self.tools = dict(getattr(base, "tools", {}))
+        self.tools = tools_of(self.env)
         if not self.tools:
             self.env.close()
             raise ValueError(f"{env_id} is not a tool env: it has no tools to serve")

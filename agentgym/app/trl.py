@@ -120,7 +120,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess by th
 import gymnasium as gym
 import torch
 
-from agentgym.core import parts_of, task_info
+from agentgym.core import parts_of, task_info, tools_of
 from agentgym.episode import append_episodes
 from agentgym.registration import ENV_IDS, make_env
 from agentgym.tools import Tool, ToolCall
@@ -425,7 +425,7 @@ class EnvironmentFactory:
     ) -> None:
         probe = _make(env_id, split, env_kwargs)  # a bad id or bad kwargs fail here, not inside TRL
         base = probe.unwrapped
-        tools: dict[str, Tool] = dict(getattr(base, "tools", {}) or {})
+        tools = tools_of(probe)
         if not tools:
             probe.close()
             raise ValueError(f"{env_id} declares no tools (a ToolEnv's @tool methods); TRL would have nothing to call")

@@ -46,7 +46,7 @@ from pydantic import BaseModel, Field
 from agentgym.app.env_server import BoundedUvicorn, ServerLimits
 from agentgym.app.evaluation import episode_tasks
 from agentgym.app.reports import RunConfig, error_line, load_summary, to_json
-from agentgym.core import valid_utf8
+from agentgym.core import tools_of, valid_utf8
 from agentgym.episode import EpisodeRecord, append_episodes
 from agentgym.registration import ENV_IDS, resolve_env_id
 
@@ -541,7 +541,7 @@ class PlayRoom:
             if len(self.sessions) >= MAX_PLAY_SESSIONS:  # the oldest is dropped (never written: unfinished)
                 self.sessions.pop(next(iter(self.sessions))).env.close()
             self.sessions[session_id] = PlaySession(env, env_id, record)
-        tools = [t.schema for t in env.unwrapped.tools.values()]
+        tools = [t.schema for t in tools_of(env).values()]
         return {"session": session_id, "env_id": env_id, "seed": seed, "observation": observation,
                 "summary": record.summaries[-1], "tools": tools}  # fmt: skip
 
