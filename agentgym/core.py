@@ -419,7 +419,7 @@ class ToolEnv(gym.Env[str, str]):
     @property
     def num_tasks(self) -> int | None:
         """Size of the env's fixed task list (``reset(options={"task_index": i})`` picks task i), or None."""
-        return None
+        return len(self.task_list) if self.task_list is not None else None
 
     def reward_bounds(self) -> tuple[float, float] | None:
         """The lowest and highest reward one action can be paid, ``(low, high)``, or None if the task does not say.
@@ -433,12 +433,15 @@ class ToolEnv(gym.Env[str, str]):
 
     @property
     def task_info(self) -> TaskInfo:
-        """The facts this task declares (:class:`TaskInfo`). The base class declares :attr:`num_tasks`,
-        :meth:`reward_bounds`, :attr:`process_reward` and an oracle where the task defines :meth:`oracle` (a
-        :class:`~agentgym.wrappers.DiscreteView` adds its discrete view); a task adds what else it knows, e.g.
-        ``replace(super().task_info, data_checksum=...)``."""
+        """The facts this task declares (:class:`TaskInfo`). The base class declares :attr:`num_tasks`, the split
+        and data checksum of its :attr:`task_list`, :meth:`reward_bounds`, :attr:`process_reward` and an oracle
+        where the task defines :meth:`oracle` (a :class:`~agentgym.wrappers.DiscreteView` adds its discrete view);
+        a task adds what else it knows, e.g. ``replace(super().task_info, parallel_episodes=True)``."""
+        tasks = self.task_list
         return TaskInfo(
             num_tasks=self.num_tasks,
+            split=tasks.split if tasks is not None else None,
+            data_checksum=tasks.data_checksum if tasks is not None else None,
             reward_bounds=self.reward_bounds(),
             process_reward=self.process_reward,
             oracle=type(self).oracle is not ToolEnv.oracle,

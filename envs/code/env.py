@@ -336,17 +336,11 @@ class CodeSandboxEnv(DiscreteView, ToolEnv):
         return self.submitted and self.hidden_passed == len(self.task.hidden_tests)
 
     @property
-    def num_tasks(self) -> int:
-        return len(self.tasks)
-
-    @property
     def task_info(self) -> TaskInfo:
         """Declares ``parallel_episodes``: episodes may be played in threads at once (``agentgym eval --concurrency``),
         since their work runs in sandbox processes."""
         return replace(
             super().task_info,
-            split=self.split,
-            data_checksum=self.data_checksum,
             parallel_episodes=True,
             discrete_view=not self._discrete_problem,
         )

@@ -615,15 +615,9 @@ class SQLLookupEnv(DiscreteView, ToolEnv):
         return self.correct
 
     @property
-    def num_tasks(self) -> int:
-        return len(self.tasks)
-
-    @property
     def task_info(self) -> TaskInfo:
         return replace(
             super().task_info,
-            split=self.split,
-            data_checksum=self.data_checksum,
             discrete_view=not self._discrete_problem,
         )
 
