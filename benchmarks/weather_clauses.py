@@ -38,11 +38,14 @@ def clauses(path: str) -> None:
     said = [test.values[c] is True for c in policy_choices(policy, test).tolist()]
     cells: collections.Counter = collections.Counter()
     agree: collections.Counter = collections.Counter()
+    wrong = []
     for context, yes in zip(test.contexts, said, strict=True):
         t, a = re.findall(r"temp (-?[\d.]+)°C · AQI (\d+)", policy.tokenizer.decode(context))[-1]
         t, a = float(t), int(a)
         cells[(10 <= t <= 25, a < 100, yes)] += 1
         agree.update(name for name, rule in RULES.items() if rule(t, a) == yes)
+        if RULES["full"](t, a) != yes:
+            wrong.append((t, a, yes))
     n = len(said)
     print(f"{path}: accuracy {agree['full'] / n:.0%} on {n} test days")
     for t_ok in (True, False):
@@ -50,6 +53,9 @@ def clauses(path: str) -> None:
             yes, days = cells[(t_ok, a_ok, True)], cells[(t_ok, a_ok, True)] + cells[(t_ok, a_ok, False)]
             print(f"  temperature ok {t_ok!s:5}  AQI ok {a_ok!s:5}: says suitable on {yes} of {days}")
     print("  agrees with: " + ", ".join(f"{name} {agree[name] / n:.0%}" for name in RULES))
+    near = sum(min(abs(t - 10), abs(t - 25)) <= 2 or abs(a - 100) <= 10 for t, a, _ in wrong)
+    print(f"  {len(wrong)} wrong, {near} of them within 2 °C or 10 AQI of a threshold:")
+    print("    " + ", ".join(f"{t:g} °C AQI {a} said {'yes' if yes else 'no'}" for t, a, yes in sorted(wrong)))
 
 
 def main() -> None:

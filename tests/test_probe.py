@@ -201,8 +201,6 @@ def test_grpo_decision_replay_trains_on_past_days_and_resumes_with_its_buffer(tm
     from agentgym.app.recipes import tiny_overrides
     from agentgym.trainers.grpo import GRPO, GRPOConfig
 
-    with pytest.raises(ValueError, match="decision_coef"):
-        GRPOConfig(decision_replay=64)
     settings = tiny_overrides("grpo", WEATHER) | {
         "tasks_per_step": 4,
         "num_generations": 2,

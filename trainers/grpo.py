@@ -148,11 +148,11 @@ class GRPO(OnlineTrainer):
         return DecisionReplay.of_env(self.envs[0], self.config.decision_replay)
 
     def save_extra(self, path: Path) -> None:
-        if self.config.decision_replay:
+        if self.config.decision_coef and self.config.decision_replay:
             self.replay.save(Path(path))
 
     def load_extra(self, path: Path) -> None:
-        if self.config.decision_replay:
+        if self.config.decision_coef and self.config.decision_replay:
             self.replay.load(Path(path))
 
     def _update(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from agentgym.trainers.online_trainer import OnlineConfig
 
@@ -61,17 +61,10 @@ class GRPOConfig(OnlineConfig):
         0,
         ge=0,
         le=8192,
-        description="With decision_coef > 0 (refused without): keep the latest this many distinct hindsight-labelled "
+        description="With decision_coef > 0 (ignored at 0): keep the latest this many distinct hindsight-labelled "
         "decisions and take each step's decision loss over as many as the step answered, drawn from them "
         "(agentgym.trainers.probe.DecisionReplay); 0: over the step's own decisions only.",
     )
-
-    @model_validator(mode="after")
-    def _replay_needs_decisions(self) -> GRPOConfig:
-        if self.decision_replay and not self.decision_coef:
-            raise ValueError("decision_replay replays the decision loss: set decision_coef > 0 too")
-        return self
-
     group_baseline: bool = Field(
         True,
         description="turn scheme: subtract the group's mean return-to-go at the same turn (then divide by the "
