@@ -206,7 +206,8 @@ class DecisionReplay:
     :meth:`draw` labels a step's decisions, adds them to the buffer and returns as many drawn uniformly from it, the
     step's own included: the same compute per step, spread over up to ``capacity`` days instead of one step's few.
     A hindsight label is the task's verdict on the day, so it stays right however old the policy that wrote it.
-    ``capacity`` 0 returns the step's own decisions.
+    ``capacity`` 0 returns the step's own decisions. Under several processes each keeps its own buffer of its own
+    episodes; a checkpoint holds rank 0's, which every rank of a resumed run starts from.
     """
 
     FILE = "decision_replay.json"
