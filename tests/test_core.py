@@ -4,11 +4,13 @@ import re
 import warnings
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
 from agentgym import ToolCall, ToolEnv, ToolError, ToolResult, tool
+from agentgym.core import task_info, tools_of
 
 
 class Counter(ToolEnv):
@@ -59,6 +61,22 @@ def test_tools_are_collected_from_methods():
 
 
 @pytest.mark.filterwarnings("ignore:.*alternative render modes")
+def test_tools_of_reads_a_tool_env_through_wrappers_and_no_tools_elsewhere():
+    wrapped = gym.wrappers.TimeLimit(Counter(), max_episode_steps=5)
+    assert list(tools_of(wrapped)) == ["add", "finish", "buggy"]
+    tools_of(wrapped).clear()  # a copy: the class's tools stay
+    assert list(Counter.tools) == ["add", "finish", "buggy"]
+    assert tools_of(gym.make("CartPole-v1")) == {}
+
+
+def test_default_feedback_is_the_latest_result_and_the_state():
+    env = Counter()
+    env.reset(seed=0)
+    env.step('<tool_call>{"name": "add", "arguments": {"amount": 3}}</tool_call>')
+    assert env.feedback() == "total is 3 (state: total 3 · steps 1)"
+    assert task_info(env).num_tasks is None and task_info(env).split is None  # no task list declared
+
+
 def test_check_env_on_custom_task():
     check_env(Counter())
 
