@@ -260,7 +260,8 @@ def settle(condition, seconds: float = 10.0) -> bool:
 
 def test_64_sessions_step_at_once_and_the_server_keeps_answering():
     """64 WebSocket sessions, made and reset, then step together (a 0.5-s step each, 3 times); meanwhile /health is
-    answered faster than the median step, and when the sessions close every thread they started ends."""
+    answered (9 probes in 10 within half the median step, every one within two steps), and when the sessions close
+    every thread they started ends."""
     before = threads()
     with EnvServer(SLOW, port=0, limits=ServerLimits(max_sessions=64)) as server:
         started = threads()
@@ -289,7 +290,11 @@ def test_64_sessions_step_at_once_and_the_server_keeps_answering():
                 health.append(time.perf_counter() - t0)
             steps = sorted(t for f in played for t in f.result())
         assert len(steps) == 192 and server.sessions.counts["steps"] == 192
-        assert health and max(health) < steps[len(steps) // 2], (max(health), steps[len(steps) // 2])
+        # a /health queued behind the steps would take a step (0.5 s) or more every time; one scheduling hiccup on a
+        # loaded 2-core runner may not fail the test (CI once saw a single 0.56 s probe against a 0.54 s median step)
+        health.sort()
+        median_step, p90_health = steps[len(steps) // 2], health[int(0.9 * (len(health) - 1))]
+        assert health and p90_health < median_step / 2 and health[-1] < 2 * median_step, (health, median_step)
         assert settle(lambda: threads() <= started), threads() - started  # the 64 session threads ended
         assert not server.sessions.open
     assert settle(lambda: threads() <= before)
