@@ -236,6 +236,11 @@ class ObservationParts:
             return text if max_chars is None else _clip(text, max_chars)
         return _step_text(self.task, self.turns, self.result, self.summary, max_chars)
 
+    def outcome(self) -> str:
+        """The latest result and the state summary on one line, ``"{result} (state: {summary})"``: what the agent
+        was last shown of where it stands (:meth:`ToolEnv.feedback`'s default)."""
+        return f"{self.result} (state: {self.summary})"
+
     def with_history(self, turns: Sequence[Turn], n: int, max_chars: int | None = None) -> ObservationParts:
         """These parts showing the last ``n`` of ``turns`` that fit, beside the rest of the text, in ``max_chars``
         characters (:func:`recent_turns`; the oldest turns are dropped first)."""
@@ -476,8 +481,7 @@ class ToolEnv(gym.Env[str, str]):
         """What went wrong in the episode so far, as a sentence for the agent's next attempt (read by
         :class:`~agentgym.wrappers.Retry`); it must never give the answer away. The base class: the latest result
         and the state summary. A task that can say more overrides it (WeatherRun names the missing lookup)."""
-        parts = self.observation_parts()
-        return f"{parts.result} (state: {parts.summary})"
+        return self.observation_parts().outcome()
 
     def tools_prompt(self) -> str:
         """The tool list and the call-format instructions, as the first observation shows them."""

@@ -225,11 +225,11 @@ class Retry(gym.Wrapper[str, str, str, str], gym.utils.RecordConstructorArgs):
 
     def _feedback(self) -> str:
         """What went wrong in the attempt that just ended: the task's ``feedback()``, else its last result."""
-        parts = parts_of(self.env)
-        if isinstance(self.env.unwrapped, ToolEnv):
-            text = str(self.env.unwrapped.feedback())
-        elif parts is not None:  # a served env: its latest result
-            text = f"{parts.result} (state: {parts.summary})"
+        base = self.env.unwrapped
+        if isinstance(base, ToolEnv):
+            text = str(base.feedback())
+        elif (parts := parts_of(self.env)) is not None:  # a served env: the same as a ToolEnv's default
+            text = parts.outcome()
         else:
             text = "the task was not solved."
         text = safe_text(" ".join(text.split()))

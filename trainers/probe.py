@@ -238,7 +238,7 @@ class DecisionReplay:
     def add(self, found: DecisionSet) -> None:
         """Put ``found`` in the buffer as its latest entries, dropping the oldest beyond ``capacity``."""
         for context, continuations, label in zip(found.contexts, found.continuations, found.labels, strict=True):
-            key = (*context, -1, *continuations[label])
+            key = _replay_key(context, continuations, label)
             self.entries.pop(key, None)  # seen again: now the latest
             self.entries[key] = (context, continuations, label)
         for key in list(self.entries)[: max(0, len(self.entries) - self.capacity)]:
@@ -274,8 +274,13 @@ class DecisionReplay:
                 raise ValueError(f"{file}: an entry is not [context ids, value ids per value, label]")
             if not 0 <= entry[2] < len(entry[1]):
                 raise ValueError(f"{file}: label {entry[2]} is out of range")
-            loaded[(*entry[0], -1, *entry[1][entry[2]])] = (entry[0], entry[1], entry[2])
+            loaded[_replay_key(*entry)] = (entry[0], entry[1], entry[2])
         self.entries = loaded
+
+
+def _replay_key(context: list[int], continuations: list[list[int]], label: int) -> tuple[int, ...]:
+    """What makes two replayed decisions the same: the context and the labelled value's ids."""
+    return (*context, -1, *continuations[label])
 
 
 def _split_at_value(
