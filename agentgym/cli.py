@@ -193,13 +193,10 @@ def _resolve_model(spec: str) -> str:
 
 
 def _cmd_train_llm(spec: TrainerSpec, args: argparse.Namespace) -> int:
-    from agentgym.app.recipes import TINY, tiny_overrides
+    from agentgym.app.recipes import tiny_overrides
 
     trainer_cls, config_cls = spec.load()
-    stage = args.algorithm.removeprefix("llm-")
-    # an env's own tiny recipe where there is one: "sft" on agentgym/SQLLookup-v1 is TINY["sft-sqllookup"]
-    env_name = args.env.rpartition("/")[2].rpartition("-v")[0].lower()
-    stage = f"{stage}-{env_name}" if f"{stage}-{env_name}" in TINY else stage
+    stage = args.algorithm.removeprefix("llm-")  # on an env with a recipe of its own for the stage, that one
     recipe = args.recipe or ("tiny" if args.model == "tiny" else "default")
     values: dict[str, Any] = tiny_overrides(stage, args.env) if recipe == "tiny" else {"env_id": args.env}
     if args.env_kwargs:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import difflib
 import functools
 import importlib
+import importlib.util
 import inspect
 import pkgutil
 from collections.abc import Callable
@@ -19,6 +20,7 @@ __all__ = [
     "ENV_IDS",  # noqa: F822
     "TASK_PACKAGE",
     "declared_ids",
+    "declared_recipes",
     "describe",
     "eval_kwargs",
     "eval_reset",
@@ -39,6 +41,16 @@ TASK_PACKAGE = "agentgym.envs"
 """The package whose subpackages are agentgym's tasks: each declares its ids in ``ENV_SPECS``."""
 
 
+def _task_folders(package: str) -> list[Any]:
+    """The ``__init__`` modules of ``package``'s subpackages (its task folders), in folder order."""
+    root = importlib.import_module(package)
+    return [
+        importlib.import_module(f"{package}.{found.name}")
+        for found in pkgutil.iter_modules(root.__path__)
+        if found.ispkg
+    ]
+
+
 @functools.cache
 def declared_ids(package: str = TASK_PACKAGE) -> tuple[dict[str, dict], dict[str, dict]]:
     """The ids that ``package``'s task folders declare, ``(tasks, clients)``: every subpackage's ``ENV_SPECS``
@@ -46,18 +58,34 @@ def declared_ids(package: str = TASK_PACKAGE) -> tuple[dict[str, dict], dict[str
     ``package``'s own ``CLIENT_SPECS`` (ids that play a task served elsewhere, kept out of the task suite). Only the
     folders' ``__init__`` modules are imported, so a task's code loads when its env is first made.
     ``ValueError`` if two folders declare one id."""
-    root = importlib.import_module(package)
     tasks: dict[str, dict] = {}
     owner: dict[str, str] = {}
-    for found in pkgutil.iter_modules(root.__path__):
-        if not found.ispkg:
-            continue
-        module = importlib.import_module(f"{package}.{found.name}")
+    for module in _task_folders(package):
         for env_id, spec in getattr(module, "ENV_SPECS", {}).items():
             if env_id in tasks:
                 raise ValueError(f"{env_id!r} is declared by both {owner[env_id]} and {module.__name__}")
             tasks[env_id], owner[env_id] = dict(spec), module.__name__
-    return tasks, dict(getattr(root, "CLIENT_SPECS", {}))
+    return tasks, dict(getattr(importlib.import_module(package), "CLIENT_SPECS", {}))
+
+
+@functools.cache
+def declared_recipes(package: str = TASK_PACKAGE) -> dict[str, dict[str, dict[str, Any]]]:
+    """The training recipes that ``package``'s task folders declare: each folder's ``recipes`` module, where it has
+    one, holds ``RECIPES`` (env id → stage → config overrides, for ids of that folder's ``ENV_SPECS``). The core
+    reads no setting in them; :mod:`agentgym.app.recipes` merges them with the learners' defaults.
+    ``ValueError`` for a recipe of an id its folder does not declare."""
+    recipes: dict[str, dict[str, dict[str, Any]]] = {}
+    for module in _task_folders(package):
+        if importlib.util.find_spec(f"{module.__name__}.recipes") is None:
+            continue
+        declared = importlib.import_module(f"{module.__name__}.recipes").RECIPES
+        for env_id, stages in declared.items():
+            if env_id not in getattr(module, "ENV_SPECS", {}):
+                raise ValueError(
+                    f"{module.__name__}.recipes has a recipe for {env_id!r}, which the folder does not declare"
+                )
+            recipes[env_id] = {stage: dict(overrides) for stage, overrides in stages.items()}
+    return recipes
 
 
 def __getattr__(name: str) -> dict[str, dict]:

@@ -8,7 +8,7 @@ import pytest
 
 import agentgym.registration as registration
 from agentgym.conformance import ConformanceError, check_tool_env
-from agentgym.registration import ENV_IDS, declared_ids
+from agentgym.registration import ENV_IDS, declared_ids, declared_recipes
 
 
 def test_every_id_is_declared_by_its_task_folder_and_registered():
@@ -72,12 +72,16 @@ def _fifth_env_package(tmp_path, monkeypatch, env_source=COUNTER_ENV):
         '{"entry_point": "mytasks.counter.env:CounterEnv", "max_episode_steps": 6}}\n'
     )
     (root / "counter" / "env.py").write_text(textwrap.dedent(env_source))
+    (root / "counter" / "recipes.py").write_text(
+        'RECIPES = {"mytasks/Counter-v0": {"grpo": {"rollout": {"max_turns": 6}, "beta": 0.2}}}\n'
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     yield
     for module in [m for m in sys.modules if m == "mytasks" or m.startswith("mytasks.")]:
         del sys.modules[module]
     gym.registry.pop("mytasks/Counter-v0", None)
     declared_ids.cache_clear()
+    declared_recipes.cache_clear()
 
 
 @pytest.fixture
@@ -90,6 +94,35 @@ def test_a_fifth_env_in_a_package_of_its_own_registers_itself_and_conforms(fifth
     assert gym.spec("mytasks/Counter-v0").max_episode_steps == 6
     assert "mytasks.counter.env" not in sys.modules  # only the folder's declaration was read
     check_tool_env("mytasks/Counter-v0")
+
+
+def test_a_task_folder_declares_its_tiny_recipes_and_the_app_merges_them(fifth_env):
+    from agentgym.app.recipes import TINY, TINY_DEFAULTS, merged_recipe, tiny_overrides
+
+    assert {TINY[name]["env_id"] for name in ("grpo", "sft-cliffwalk", "sft-sqllookup")} == {
+        "agentgym/WeatherRun-v0",
+        "agentgym/CliffWalk-v0",
+        "agentgym/SQLLookup-v1",
+    }
+    source = open(registration.__file__).read()
+    assert "learning_rate" not in source and "tiny" not in source.lower()  # the core reads no setting
+    declared = declared_recipes("mytasks")
+    assert declared == {"mytasks/Counter-v0": {"grpo": {"rollout": {"max_turns": 6}, "beta": 0.2}}}
+    recipe = merged_recipe("grpo", "mytasks/Counter-v0", declared["mytasks/Counter-v0"]["grpo"])
+    assert recipe["env_id"] == "mytasks/Counter-v0" and recipe["beta"] == 0.2
+    assert recipe["learning_rate"] == TINY_DEFAULTS["grpo"]["learning_rate"]
+    assert recipe["rollout"] == {**TINY_DEFAULTS["grpo"]["rollout"], "max_turns": 6}  # a group keeps its defaults
+    # a stage of WeatherRun's recipe holds there only: on SQLLookup "sft" is SQLLookup's own, on Counter the default's
+    assert tiny_overrides("sft", "agentgym/SQLLookup-v1") == TINY["sft-sqllookup"]
+    assert "env_kwargs" not in tiny_overrides("grpo", "mytasks/Counter-v0")
+    with pytest.raises(ValueError, match="'variant', which names no algorithm"):
+        merged_recipe("variant", "mytasks/Counter-v0", {})
+
+
+def test_a_recipe_for_an_id_its_folder_does_not_declare_is_refused(fifth_env, tmp_path):
+    (tmp_path / "mytasks" / "counter" / "recipes.py").write_text('RECIPES = {"mytasks/Other-v0": {"grpo": {}}}\n')
+    with pytest.raises(ValueError, match="mytasks.counter.recipes has a recipe for 'mytasks/Other-v0'"):
+        declared_recipes("mytasks")
 
 
 BROKEN = COUNTER_ENV.replace('{"done": 1.0 if self.total == self.target else 0.0}', '{"done": 100.0}')
