@@ -110,7 +110,7 @@ def labelled(seed: int, threads: int, model: str | None = None, sizes: tuple[int
         config = SFTConfig(**{**TINY["sft"], "randomize_decisions": False, "episodes": n}, seed=seed, eval_split=None)
         SFT(policy, config).learn(progress_bar=False)
         seconds = time.perf_counter() - t0
-        result = evaluate_split(policy, config, split="test")  # greedy, as GRPO's evaluations
+        result = evaluate_split(policy, config, split="test").metrics()  # greedy, as GRPO's evaluations
         points.append({"episodes": n, "sft_seconds": round(seconds, 1), **{k: result[k[5:]] for k in KEYS}})
         print(f"[labels seed {seed}] {n} labelled episodes, {seconds:.0f} s: " + _line(points[-1]), flush=True)
     return {"seed": seed, "points": points}

@@ -43,7 +43,7 @@ from typing import Any
 import agentgym
 from agentgym.app.evaluation import evaluate_agent, model_source
 from agentgym.app.recipes import TINY
-from agentgym.app.reports import RunSummary
+from agentgym.summary import RunSummary
 from agentgym.trainers.classic import TABULAR, train
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -427,8 +427,16 @@ class RemoteEnv(gym.Env):
         """Turns a reply that lacks a field, or holds one of the wrong kind, into a :class:`RemoteEnvError`."""
         try:
             yield
-        except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError, RecursionError,
-                AssertionError) as exc:  # fmt: skip  (AssertionError: gymnasium checks space sizes so)
+        except (
+            KeyError,
+            TypeError,
+            ValueError,
+            AttributeError,
+            IndexError,
+            OverflowError,
+            RecursionError,
+            AssertionError,
+        ) as exc:  # fmt: skip  (AssertionError: gymnasium checks space sizes so)
             detail = f"no {exc.args[0]!r} field" if isinstance(exc, KeyError) else str(exc)[:200]
             raise RemoteEnvError(
                 f"the env server at {self.base_url} sent a {what} reply this client cannot read: {detail}"

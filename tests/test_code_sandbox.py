@@ -238,7 +238,7 @@ def test_oracle_scores_100_percent_on_both_splits():
         env = make(split=split)
         report = evaluate(env.unwrapped.oracle(), env, agent="oracle")
         assert report.episodes == env.unwrapped.num_tasks
-        assert report.success_rate == 1.0 and report.mean_return == 1.0 and report.mean_length == 2
+        assert report.success_rate == 1.0 and report.mean_return == 1.0 and report.mean_turns == 2
 
 
 def test_wrong_solutions_score_below_one():

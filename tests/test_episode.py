@@ -81,8 +81,8 @@ def test_an_old_training_log_is_converted_and_audits_as_before(tmp_path):
 def test_one_writer_and_one_reader_with_the_torn_rule_and_one_set_of_rates(tmp_path):
     """append_episodes/read_episodes own episodes.jsonl: a torn last line is skipped or cut; a bad line is named or
     yielded; the trainers' and the reports' rates come from outcome_rates."""
-    from agentgym.app.reports import RunConfig, summarize
     from agentgym.episode import append_episodes, outcome_rates, read_episodes
+    from agentgym.summary import RunConfig, summarize
     from agentgym.trainers.rollout import episode_metrics
 
     played = [

@@ -11,9 +11,10 @@ import gymnasium as gym
 import pytest
 
 from agentgym.app.evaluation import evaluate_agent
-from agentgym.app.reports import load_episodes, load_summary, mean_interval, wilson_interval
+from agentgym.app.reports import load_episodes, load_summary
 from agentgym.cli import main
 from agentgym.envs.weather.dataset import SNAPSHOT_V0_SHA256
+from agentgym.summary import mean_interval, wilson_interval
 
 WEATHER = "agentgym/WeatherRun-v0"
 

@@ -11,17 +11,13 @@ from pathlib import Path
 import gymnasium
 import pytest
 
-from agentgym.app.reports import (
-    EpisodeRecord,
+from agentgym.app.reports import EpisodeRecord, _git_state, breakdown_tables, collect_provenance, success_figure
+from agentgym.summary import (
     RunConfig,
     RunSummary,
     TaskFacts,
-    _git_state,
-    breakdown_tables,
-    collect_provenance,
     mean_pass_at_k,
     pass_at_k,
-    success_figure,
     summarize,
     tag_breakdown,
     wilson_interval,

@@ -238,7 +238,7 @@ def test_oracle_scores_100_percent_with_maximum_reward_on_both_splits():
         env = make(split=split)
         report = evaluate(env.unwrapped.oracle(), env, agent="oracle")
         assert report.episodes == env.unwrapped.num_tasks
-        assert report.success_rate == 1.0 and report.mean_return == 1.0 and report.mean_length <= 8
+        assert report.success_rate == 1.0 and report.mean_return == 1.0 and report.mean_turns <= 8
 
 
 @pytest.mark.filterwarnings("ignore:.*different from the unwrapped version")
@@ -297,7 +297,9 @@ def test_discrete_view_records_candidate_outcomes(tasks):
 
 def test_q_learning_beats_random_on_the_test_split():
     """Q-learning on the train split (tabular, via the discrete view) vs a uniform random agent, both
-    evaluated on every test task. Measured: Q-learning 0.446, random 0.277 (mean of 5 seeds)."""
+    evaluated on every test task. Measured: Q-learning 0.446, random 0.303 (mean of 5 seeds; 0.297 over 10, range
+    0.22-0.37). Episode i of a run with seed s is reset with s + i and a random agent's draws follow it, so the
+    random runs' seeds lie 1000 apart: seeds s and s + 1 would share all but one episode."""
     agent = QLearning(
         make(split="train", tool_cost=0.02),
         alpha=0.1,
@@ -311,7 +313,7 @@ def test_q_learning_beats_random_on_the_test_split():
     agent.learn(3000)
     test = DiscreteToolActions(make(split="test", tool_cost=0.02))
     learned = evaluate(agent, test, seed=0).success_rate
-    random_rates = [evaluate(RandomAgent(test.action_space, seed=s), test, seed=s).success_rate for s in range(5)]
+    random_rates = [evaluate(RandomAgent(test.action_space), test, seed=1000 * s).success_rate for s in range(5)]
     print(f"Q-learning {learned:.3f} vs random {np.mean(random_rates):.3f} on {test.unwrapped.num_tasks} test tasks")
     assert learned >= np.mean(random_rates) + 0.1
 

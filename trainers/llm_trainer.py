@@ -336,7 +336,7 @@ class LLMTrainer:
     def evaluate(self, *, split: str | None = None, episodes: int | None = None) -> dict[str, float]:
         """Greedy evaluation on the frozen ``eval_split`` (every task once unless ``episodes``), with the decision
         probe's ``probe_*`` figures when ``eval_probe`` is set."""
-        result = evaluate_split(self.policy, self.config, split=split, episodes=episodes)
+        result = evaluate_split(self.policy, self.config, split=split, episodes=episodes).metrics()
         if getattr(self.config, "eval_probe", False):
             cfg = self.config
             kwargs = cfg.env_kwargs if cfg.eval_env_kwargs is None else cfg.eval_env_kwargs

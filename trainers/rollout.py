@@ -39,9 +39,11 @@ import gymnasium as gym
 import torch
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
+import agentgym
 from agentgym.core import Turn, parts_of, past_turn, recent_turns, task_info
 from agentgym.episode import EpisodeRecord, outcome_rates
 from agentgym.registration import eval_kwargs, eval_resets
+from agentgym.summary import RolloutStats, RunConfig, RunSummary, episode_tasks, summarize
 from agentgym.tools import ToolCall
 from agentgym.trainers.decoding import PrefixCache
 from agentgym.trainers.llm import LLMPolicy
@@ -55,6 +57,7 @@ __all__ = [
     "episode_metrics",
     "evaluate_llm",
     "evaluate_split",
+    "rollout_stats",
     "oracle_transcript",
     "random_resets",
     "rollout",
@@ -402,23 +405,33 @@ def collate(samples: Sequence[Sample], pad_id: int) -> dict[str, torch.Tensor]:
     return out
 
 
-def episode_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
-    """Success, reward and format statistics of a batch of episodes (the names the trainers log): the outcome rates
-    every report states (:func:`~agentgym.episode.outcome_rates`) and what only a trainer sees (tokens, tool use)."""
+def rollout_stats(episodes: Sequence[Episode]) -> RolloutStats:
+    """What only a policy's own rollouts show: tool use per episode, clipped responses and response tokens per
+    turn."""
     n_turns = max(1, sum(ep.turns for ep in episodes))
+    return RolloutStats(
+        tool_use=sum(ep.used_tools for ep in episodes) / max(1, len(episodes)),
+        clipped_responses=sum(ep.clipped for ep in episodes) / n_turns,
+        response_length=sum(ep.response_tokens for ep in episodes) / n_turns,
+    )
+
+
+def episode_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
+    """Success, reward and format statistics of a training batch of episodes (the names the trainers log): the
+    outcome rates every report states (:func:`~agentgym.episode.outcome_rates`) and :func:`rollout_stats`."""
     rewards = torch.tensor([ep.total_reward for ep in episodes], dtype=torch.float64)
-    rates = outcome_rates(episodes)
+    rates, stats = outcome_rates(episodes), rollout_stats(episodes)
     return {
         "reward": float(rewards.mean()) if len(episodes) else 0.0,
         "reward_std": float(rewards.std()) if len(episodes) > 1 else 0.0,
         "success": rates["success"],
-        "tool_use": sum(ep.used_tools for ep in episodes) / max(1, len(episodes)),
+        "tool_use": stats.tool_use,
         "format_compliance": rates["format_compliance"],
         "tool_call_validity": rates["tool_call_validity"],
         "truncation_rate": rates["truncation_rate"],
-        "clipped_responses": sum(ep.clipped for ep in episodes) / n_turns,
+        "clipped_responses": stats.clipped_responses,
         "turns": rates["turns"],
-        "response_length": sum(ep.response_tokens for ep in episodes) / n_turns,
+        "response_length": stats.response_length,
     }
 
 
@@ -431,23 +444,45 @@ def evaluate_llm(
     episodes: int | None = None,
     batch_size: int = 64,
     seed: int = 0,
-) -> dict[str, float]:
+) -> RunSummary:
     """Greedy evaluation of the episodes :func:`~agentgym.registration.eval_resets` names (``episodes=None``: every
     task of the env once, or :data:`~agentgym.registration.DEFAULT_EPISODES` seeded episodes), in batches.
 
-    Returns :func:`episode_metrics` (``success`` is the success rate) plus ``episodes``.
+    Returns the :class:`~agentgym.summary.RunSummary` of the episodes (agent ``"policy"``, the greedy rollout
+    settings as ``agent_settings``) with their :func:`rollout_stats`; ``summary.metrics()`` is what trainers log.
     """
     greedy = config.model_copy(update={"temperature": 0.0})
-    probe = gym.make(env_id, **(env_kwargs or {}))
-    resets = eval_resets(task_info(probe).num_tasks, episodes, seed)
-    envs = [probe] + [gym.make(env_id, **(env_kwargs or {})) for _ in range(min(batch_size, len(resets)) - 1)]
+    kwargs = dict(env_kwargs or {})
+    probe = gym.make(env_id, **kwargs)
+    info = task_info(probe)
+    resets = eval_resets(info.num_tasks, episodes, seed)
+    envs = [probe] + [gym.make(env_id, **kwargs) for _ in range(min(batch_size, len(resets)) - 1)]
     results: list[Episode] = []
     for start in range(0, len(resets), batch_size):
         chunk = resets[start : start + batch_size]
         results += rollout(policy, envs[: len(chunk)], chunk, greedy)
+    run = RunConfig(
+        env_id=env_id,
+        env_kwargs=kwargs,
+        split=kwargs.get("split"),
+        agent="policy",
+        agent_settings=greedy.model_dump(mode="json"),
+        seed=seed,
+        episodes=len(resets),
+        all_tasks=episodes is None and bool(info.num_tasks),
+    )
+    summary = summarize(
+        [ep.record(index=i) for i, ep in enumerate(results)],
+        run,
+        tasks=episode_tasks(probe, resets),
+        env_version=probe.spec.version if probe.spec else None,
+        data_checksum=info.data_checksum,
+        package_version=agentgym.__version__,
+        rollout=rollout_stats(results),
+    )
     for env in envs:
         env.close()
-    return {**episode_metrics(results), "episodes": len(results)}
+    return summary
 
 
 if TYPE_CHECKING:  # agentgym.trainers.config imports RolloutConfig from this module
@@ -456,7 +491,7 @@ if TYPE_CHECKING:  # agentgym.trainers.config imports RolloutConfig from this mo
 
 def evaluate_split(
     policy: LLMPolicy, config: EvalConfig, *, split: str | None = None, episodes: int | None = None
-) -> dict[str, float]:
+) -> RunSummary:
     """:func:`evaluate_llm` as a trainer's config describes it (any config built on
     :class:`~agentgym.trainers.config.EvalConfig`): ``config.env_id``'s ``split`` (default ``config.eval_split``)
     made with ``config.eval_env_kwargs`` (``config.env_kwargs`` when None; the split rule of

@@ -33,11 +33,11 @@ from typing import Any, Literal
 import gymnasium as gym
 
 import agentgym
-from agentgym.app.evaluation import episode_tasks
-from agentgym.app.reports import RunConfig, RunSummary, run_timing, summarize, to_json, write_json
+from agentgym.app.reports import run_timing, to_json, write_json
 from agentgym.core import task_info
 from agentgym.episode import EpisodeRecord, append_episodes
 from agentgym.registration import eval_kwargs, eval_resets
+from agentgym.summary import RunConfig, RunSummary, episode_tasks, summarize
 
 __all__ = ["ABANDONED", "MAX_STEPS", "NOT_PLAYED", "BenchmarkRun"]
 

@@ -38,26 +38,15 @@ import numpy as np
 from pydantic import BaseModel
 
 import agentgym
-from agentgym.app.reports import (
-    RunConfig,
-    RunSummary,
-    TaskFacts,
-    error_line,
-    load_episodes,
-    load_run_config,
-    load_summary,
-    run_timing,
-    summarize,
-    write_json,
-)
-from agentgym.core import ToolEnv, task_info
+from agentgym.app.reports import error_line, load_episodes, load_run_config, load_summary, run_timing, write_json
+from agentgym.core import task_info
 from agentgym.envs.remote import RemoteEnv
 from agentgym.episode import EpisodeRecord, append_episodes
 from agentgym.registration import eval_kwargs, eval_reset, eval_resets
+from agentgym.summary import RunConfig, RunSummary, episode_tasks, summarize
 from agentgym.wrappers import DiscreteToolActions, Retry, as_discrete
 
 __all__ = [
-    "EvalReport",
     "RandomAgent",
     "RetryStats",
     "default_suite",
@@ -70,21 +59,6 @@ __all__ = [
 ]
 
 AGENT_SPECS = "'random', 'oracle', 'qtable:PATH', 'torch:PATH', 'hf:PATH_OR_HUB_ID' or 'openai:MODEL@BASE_URL'"
-
-
-class EvalReport(BaseModel):
-    """What :func:`evaluate` measured, with what is needed to reproduce it."""
-
-    env_id: str | None
-    agent: str
-    episodes: int
-    seed: int
-    mean_return: float
-    std_return: float
-    success_rate: float
-    mean_length: float
-    returns: list[float]
-    package_version: str = agentgym.__version__
 
 
 class RandomAgent:
@@ -106,42 +80,39 @@ def evaluate(
     seed: int = 0,
     agent: str = "",
     max_steps: int = 10_000,
-) -> EvalReport:
-    """Run episodes in memory and report. Episodes are :func:`~agentgym.registration.eval_resets`: episode ``i``
-    is reset with ``seed + i``; ``episodes=None`` plays every task of an env with a fixed task list once (e.g.
-    WeatherRun's frozen test split), else :data:`~agentgym.registration.DEFAULT_EPISODES` seeded episodes.
+) -> RunSummary:
+    """Play ``policy`` on ``env`` (in memory, nothing written) and summarise the episodes as :func:`evaluate_agent`
+    does. Episodes are :func:`~agentgym.registration.eval_resets`: episode ``i`` is reset with ``seed + i``;
+    ``episodes=None`` plays every task of an env with a fixed task list once (e.g. WeatherRun's frozen test split),
+    else :data:`~agentgym.registration.DEFAULT_EPISODES` seeded episodes.
 
-    ``policy`` is an object with SB3's ``predict(obs) -> (action, state)`` or a plain callable
-    ``obs -> action``. ``max_steps`` caps an episode on an env without a time limit.
+    ``policy`` is an object with SB3's ``predict(obs) -> (action, state)`` or a plain callable ``obs -> action``;
+    ``agent`` names it in the summary (default: its class name). ``max_steps`` caps an episode on an env without a
+    time limit. An episode whose agent or env raises is recorded as failed (``failures``, ``failure_reasons``).
     """
-    resets = eval_resets(task_info(env).num_tasks, episodes, seed)
-    act: Callable[[Any], Any]
-    if hasattr(policy, "predict"):
-        act = lambda obs: policy.predict(obs, deterministic=True)[0]  # noqa: E731
-    else:
-        act = policy
-    returns, lengths, successes = [], [], []
-    for reset in resets:
-        obs, info = env.reset(**reset)
-        total, length = 0.0, 0
-        for length in range(1, max_steps + 1):  # noqa: B007
-            obs, reward, terminated, truncated, info = env.step(act(obs))
-            total += float(reward)
-            if terminated or truncated:
-                break
-        returns.append(total)
-        lengths.append(length)
-        successes.append(bool(info.get("success", False)))
-    return EvalReport(
-        env_id=env.spec.id if env.spec else None,
+    info = task_info(env)
+    resets = eval_resets(info.num_tasks, episodes, seed)
+    records: list[EpisodeRecord] = []
+    _PolicyPlayer(policy, env, max_steps).play(list(enumerate(resets)), records.append)
+    spec = env.spec
+    kwargs = _plain(spec.kwargs) if spec else {}
+    config = RunConfig(
+        env_id=spec.id if spec else type(env.unwrapped).__name__,
+        env_kwargs=kwargs,
+        split=kwargs.get("split"),
         agent=agent or type(policy).__name__,
-        episodes=len(resets),
+        agent_settings={},
         seed=seed,
-        mean_return=float(np.mean(returns)),
-        std_return=float(np.std(returns)),
-        success_rate=float(np.mean(successes)),
-        mean_length=float(np.mean(lengths)),
-        returns=returns,
+        episodes=len(resets),
+        all_tasks=episodes is None and bool(info.num_tasks),
+    )
+    return summarize(
+        records,
+        config,
+        tasks=episode_tasks(env, resets),
+        env_version=spec.version if spec else None,
+        data_checksum=info.data_checksum,
+        package_version=agentgym.__version__,
     )
 
 
@@ -686,36 +657,6 @@ def _stored_summary(out: Path, fresh: RunSummary) -> RunSummary | None:
     volatile = {"timing"}  # how this invocation ran (wall time, provenance), not what it measured
     same = stored.model_dump(exclude=volatile) == fresh.model_dump(exclude=volatile)
     return stored if same else None
-
-
-TASK_TAGS = ("difficulty", "topic")
-"""Attributes of an env's task objects that a summary breaks success down by (``by_tag``), where tasks have them:
-SQLLookup's question kinds (single_table, join, aggregate, nested, date), CodeSandbox's difficulties and topics."""
-
-
-def episode_tasks(env: gym.Env, resets: list[dict[str, Any]]) -> list[TaskFacts | None]:
-    """Each episode's task and tags (:data:`TASK_TAGS`), for an env with a fixed task list (``ToolEnv.task_list``;
-    ``[]`` for other envs). An episode reset with ``task_index`` plays that task; for one reset by seed alone,
-    ``env`` is reset the same way (~0.1 ms on SQLLookup and CodeSandbox) to see which task it draws."""
-    tasks = env.unwrapped.task_list if isinstance(env.unwrapped, ToolEnv) else None
-    if not tasks:
-        return []
-    facts: list[TaskFacts | None] = []
-    for reset in resets:
-        index = (reset.get("options") or {}).get("task_index")
-        if index is None:
-            try:
-                env.reset(**reset)
-            except Exception:  # the episode itself failed the same way; it has no known task
-                facts.append(None)
-                continue
-            index = tasks.index
-        if not isinstance(index, int) or not 0 <= index < len(tasks):
-            facts.append(None)
-            continue
-        values = {name: getattr(tasks[index], name, None) for name in TASK_TAGS}
-        facts.append(TaskFacts(index, {k: str(v) for k, v in values.items() if v is not None}))
-    return facts
 
 
 def _plain(value: Any) -> Any:

@@ -73,10 +73,11 @@ import agentgym
 from agentgym.app.benchmark import ABANDONED, MAX_STEPS, NOT_PLAYED, BenchmarkRun
 from agentgym.app.env_server import BoundedUvicorn, RequestGuard, ServerLimits
 from agentgym.app.evaluation import episode_error
-from agentgym.app.reports import RunSummary, to_json
+from agentgym.app.reports import to_json
 from agentgym.core import tools_of
 from agentgym.episode import EpisodeRecord
 from agentgym.registration import eval_kwargs, eval_resets
+from agentgym.summary import RunSummary
 from agentgym.tools import ToolCall
 
 __all__ = [

@@ -44,11 +44,11 @@ import gymnasium as gym
 from pydantic import BaseModel, Field
 
 from agentgym.app.env_server import BoundedUvicorn, ServerLimits
-from agentgym.app.evaluation import episode_tasks
-from agentgym.app.reports import RunConfig, error_line, load_summary, to_json
+from agentgym.app.reports import error_line, load_summary, to_json
 from agentgym.core import tools_of, valid_utf8
 from agentgym.episode import EpisodeRecord, append_episodes
 from agentgym.registration import ENV_IDS, resolve_env_id
+from agentgym.summary import RunConfig, episode_tasks
 
 __all__ = ["EpisodeIndex", "RunCatalog", "ViewerServer", "build_app"]
 
