@@ -11,11 +11,11 @@
 __version__ = "0.1.0"
 
 from agentgym.core import TaskInfo, ToolEnv, task_info
-from agentgym.parser import ParseResult, parse_tool_calls
-from agentgym.registration import register_envs
-from agentgym.spaces import AnyText
-from agentgym.tools import Tool, ToolCall, ToolError, ToolResult, tool
-from agentgym.wrappers import DiscreteToolActions
+from agentgym.core.parser import ParseResult, parse_tool_calls
+from agentgym.core.registration import register_envs
+from agentgym.core.spaces import AnyText
+from agentgym.core.tools import Tool, ToolCall, ToolError, ToolResult, tool
+from agentgym.core.wrappers import DiscreteToolActions
 
 register_envs()
 

@@ -169,7 +169,7 @@ def file_hash(path: Path) -> str | None:
     return None
 
 
-CLI = "import sys, torch; torch.set_num_threads(1); from agentgym.cli import main; sys.exit(main(sys.argv[1:]))"
+CLI = "import sys, torch; torch.set_num_threads(1); from agentgym.app.cli import main; sys.exit(main(sys.argv[1:]))"
 
 
 def run_all(only: list[str] | None, keep: str | None = None) -> dict[str, Any]:

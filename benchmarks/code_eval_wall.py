@@ -5,7 +5,7 @@ Each configuration plays every task once with the scripted oracle (``run_tests``
 ``submit``: two sandboxed runs per episode) and must score 1.0 on all of them. Timed interleaved, round by round
 (the machine is shared; compare ratios from one run):
 
-- ``eval cold``: :func:`agentgym.app.evaluation.evaluate_agent` (what ``agentgym eval --env
+- ``eval cold``: :func:`agentgym.app.evaluation.runner.evaluate_agent` (what ``agentgym eval --env
   agentgym/CodeSandbox-v0 --split all --agent oracle`` runs), one episode at a time;
 - ``eval warm``: the same with ``env_kwargs={"warm": True}`` (``--env-kwargs '{"warm": true}'``; root only);
 - ``N workers cold|warm``: the tasks shared among N threads, each with an env (and sandbox) of its own, as
@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 import gymnasium as gym
 
-from agentgym.app.evaluation import evaluate_agent
+from agentgym.app.evaluation.runner import evaluate_agent
 
 ENV_ID = "agentgym/CodeSandbox-v0"
 

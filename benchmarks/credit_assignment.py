@@ -44,10 +44,10 @@ from typing import Any
 import torch
 
 from agentgym.app.recipes import TINY, tiny_overrides
-from agentgym.trainers.grpo import GRPO, GRPOConfig
-from agentgym.trainers.llm import LLMPolicy
-from agentgym.trainers.rollout import random_resets, rollout
-from agentgym.trainers.sft import SFT, SFTConfig
+from agentgym.trainers.llm.grpo import GRPO, GRPOConfig
+from agentgym.trainers.llm.rollout import random_resets, rollout
+from agentgym.trainers.llm.sft import SFT, SFTConfig
+from agentgym.trainers.models.policy import LLMPolicy
 
 RESULTS = Path(__file__).parent / "results"
 SCHEMES: dict[str, dict[str, Any]] = {

@@ -3,7 +3,7 @@
 Three decode paths get the same work in one run:
 
 - ``hf``: ``model.generate`` (transformers, KV cache, ``do_sample=True``) on the left-padded prompts;
-- ``ours``: ``LLMPolicy.generate`` on the plain model (the lean decoder, :mod:`agentgym.trainers.decoding`);
+- ``ours``: ``LLMPolicy.generate`` on the plain model (the lean decoder, :mod:`agentgym.trainers.models.decoding`);
 - ``ours+lora``: ``LLMPolicy.generate`` on the same model with LoRA adapters (r 16, every linear layer; the
   adapters' B matrices get random values, so that they change the logits as a trained adapter would).
 
@@ -50,8 +50,8 @@ RESULTS = Path(__file__).parent / "results"
 def weather_prompts(policy, count: int) -> list[list[int]]:
     """The first-turn prompt ids of ``count`` WeatherRun test tasks, as the rollout renders them."""
     import agentgym  # noqa: F401  (registers the envs)
-    from agentgym.registration import make_env
-    from agentgym.trainers.rollout import RolloutConfig, _Run
+    from agentgym.core.registration import make_env
+    from agentgym.trainers.llm.rollout import RolloutConfig, _Run
 
     env = make_env("agentgym/WeatherRun-v0")
     tasks = env.unwrapped.num_tasks
@@ -99,7 +99,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
 
-    from agentgym.trainers.llm import LLMPolicy, prepare_policy
+    from agentgym.trainers.models.policy import LLMPolicy, prepare_policy
 
     plain = prepare_policy(LLMPolicy.from_pretrained("smollm2"), device=args.device, dtype=args.dtype)
     plain.model.eval()

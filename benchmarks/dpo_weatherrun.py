@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 
 from agentgym.app.recipes import TINY
-from agentgym.trainers.dpo import DPO, DPOConfig
+from agentgym.trainers.llm.dpo import DPO, DPOConfig
 
 RESULTS = Path(__file__).parent / "results"
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import httpx
 
 import agentgym
-from agentgym.app.evaluation import evaluate_agent
+from agentgym.app.evaluation.runner import evaluate_agent
 
 ENV_ID = "agentgym/WeatherRun-v0"
 TARGET = 4.0  # concurrency-8 / concurrency-1 speed-up we aim for
@@ -35,7 +35,7 @@ RESULTS = Path(__file__).parent / "results" / "endpoint_concurrency.json"
 
 def start_server(latency_ms: float) -> tuple[subprocess.Popen, str]:
     """``agentgym serve model --scripted oracle`` on a free port; returns the process and its base URL."""
-    cmd = [sys.executable, "-m", "agentgym.cli", "serve", "model", "--scripted", "oracle", "--env", ENV_ID]
+    cmd = [sys.executable, "-m", "agentgym.app.cli", "serve", "model", "--scripted", "oracle", "--env", ENV_ID]
     cmd += ["--split", "test", "--port", "0", "--latency-ms", str(latency_ms)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     line = proc.stdout.readline()

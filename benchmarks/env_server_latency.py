@@ -15,7 +15,7 @@ import time
 import gymnasium as gym
 
 import agentgym  # noqa: F401  (registers the ids)
-from agentgym.app.env_server import EnvServer
+from agentgym.app.serving.env_server import EnvServer
 
 ENV_ID = "agentgym/CliffWalk-v0"
 ACTIONS = [f'<tool_call>{{"name": "move", "arguments": {{"direction": "{d}"}}}}</tool_call>' for d in ("up", "down")]

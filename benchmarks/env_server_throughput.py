@@ -5,7 +5,7 @@
 Starts the servers as subprocesses (``agentgym serve env --env agentgym/CodeSandbox-v0 --port P --operator``: the
 oracle is an operator feature; 127.0.0.1),
 plays ``agentgym eval --env-url URL[,URL] --agent oracle`` on them (``--concurrency`` sessions at once, spread
-round-robin over the URLs, as :func:`agentgym.app.evaluation.evaluate_agent` does) and prints episodes/s and
+round-robin over the URLs, as :func:`agentgym.app.evaluation.runner.evaluate_agent` does) and prints episodes/s and
 steps/s for each, and the ratio 2 servers / 1 server. Every episode must succeed (the oracle), or it says so.
 """
 
@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 
 import agentgym  # noqa: F401  (registers the ids)
-from agentgym.app.evaluation import evaluate_agent
+from agentgym.app.evaluation.runner import evaluate_agent
 
 ENV_ID = "agentgym/CodeSandbox-v0"
 

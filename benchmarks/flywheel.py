@@ -34,16 +34,16 @@ from typing import Any
 
 import torch
 
-from agentgym.app.evaluation import evaluate_agent
-from agentgym.app.flywheel import DataConfig, build_data
+from agentgym.app.evaluation.runner import evaluate_agent
+from agentgym.app.integrations.flywheel import DataConfig, build_data
 from agentgym.app.recipes import TINY
+from agentgym.core.tools import ToolCall
 from agentgym.envs.weather.dataset import TEMP_MAX, TEMP_MIN, is_suitable
 from agentgym.envs.weather.env import WeatherOracle
-from agentgym.tools import ToolCall
-from agentgym.trainers.grpo import GRPO, GRPOConfig
-from agentgym.trainers.llm import LLMPolicy
-from agentgym.trainers.sft import SFT, SFTConfig
-from agentgym.trainers.tiny_model import base_model_path
+from agentgym.trainers.llm.grpo import GRPO, GRPOConfig
+from agentgym.trainers.llm.sft import SFT, SFTConfig
+from agentgym.trainers.models.policy import LLMPolicy
+from agentgym.trainers.models.tiny_model import base_model_path
 
 RESULTS = Path(__file__).parent / "results"
 ENV = "agentgym/WeatherRun-v0"

@@ -48,8 +48,8 @@ import numpy as np
 from tqdm.auto import tqdm
 
 import agentgym
+from agentgym.core.tools import ToolCall
 from agentgym.envs.sandbox import SandboxLimits, SandboxResult, TestOutcome, TestReport
-from agentgym.tools import ToolCall
 
 RESULTS = Path(__file__).parent / "results"
 MAX_CHARS = 65_536
@@ -104,7 +104,7 @@ def _python_call(call: ToolCall, positional: bool = False) -> str:
 
 
 def formats(call: ToolCall) -> list[str]:
-    """``call`` written in each format the parser accepts (see ``agentgym/parser.py`` and DESIGN.md)."""
+    """``call`` written in each format the parser accepts (see ``agentgym/core/parser.py`` and DESIGN.md)."""
     args = json.dumps(call.arguments, ensure_ascii=False)
     inner = json.dumps({"name": call.name, "arguments": call.arguments}, ensure_ascii=False)
     unquoted = ", ".join(f"{k}: {json.dumps(v, ensure_ascii=False)}" for k, v in call.arguments.items())
@@ -135,7 +135,7 @@ def formats(call: ToolCall) -> list[str]:
 
 def seed_actions(env_id: str, kwargs: dict[str, Any], make: Callable[[], gym.Env], episodes: int = 8) -> list[str]:
     """The env's menu and a few oracle episodes' actions, each in every accepted format."""
-    from agentgym.parser import parse_tool_calls
+    from agentgym.core.parser import parse_tool_calls
 
     env = make()
     base = env.unwrapped

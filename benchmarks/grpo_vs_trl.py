@@ -1,8 +1,8 @@
-"""Seconds per GRPO step: ``agentgym.trainers.grpo.GRPO`` vs TRL's ``GRPOTrainer``, same tiny model, CPU.
+"""Seconds per GRPO step: ``agentgym.trainers.llm.grpo.GRPO`` vs TRL's ``GRPOTrainer``, same tiny model, CPU.
 
 Both trainers get the same configuration:
 
-- model: the ~1.1 M-parameter Llama-config model of ``agentgym.trainers.tiny_model.build_tiny_model`` (fp32, random
+- model: the ~1.1 M-parameter Llama-config model of ``agentgym.trainers.models.tiny_model.build_tiny_model`` (fp32, random
   weights), built once into a temporary folder (or ``--model PATH``) and loaded by both;
 - a step = 2 prompts × 8 generations = 16 completions of at most 64 new tokens (temperature 1, top-p 1), one
   optimizer step per generation batch (``num_iterations=1``, no gradient accumulation), AdamW, lr 1e-5,
@@ -120,9 +120,9 @@ def run_ours(model: str, beta: float, warmup: int, steps: int) -> dict[str, Any]
     """Time ``GRPO.train_step`` in this process."""
     import gymnasium as gym
 
-    from agentgym.spaces import AnyText
-    from agentgym.trainers.grpo import GRPO, GRPOConfig
-    from agentgym.trainers.rollout import RolloutConfig
+    from agentgym.core.spaces import AnyText
+    from agentgym.trainers.llm.grpo import GRPO, GRPOConfig
+    from agentgym.trainers.llm.rollout import RolloutConfig
 
     single_thread()
     rss_imports = rss_mib()
@@ -290,7 +290,7 @@ def run_trl(model: str, beta: float, warmup: int, steps: int) -> dict[str, Any]:
 
 def worker(args: argparse.Namespace) -> None:
     if args.worker == "build":
-        from agentgym.trainers.tiny_model import build_tiny_model
+        from agentgym.trainers.models.tiny_model import build_tiny_model
 
         build_tiny_model(args.model)  # all envs: a 3.6 k vocabulary, so stop tokens are rarely sampled
         return

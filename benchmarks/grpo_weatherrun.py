@@ -40,11 +40,11 @@ from pathlib import Path
 import torch
 
 from agentgym.app.recipes import TINY
-from agentgym.trainers.grpo import GRPO, GRPOConfig
-from agentgym.trainers.llm import LLMPolicy
-from agentgym.trainers.rollout import evaluate_split
-from agentgym.trainers.sft import SFT, SFTConfig
-from agentgym.trainers.tiny_model import base_model_path
+from agentgym.trainers.llm.grpo import GRPO, GRPOConfig
+from agentgym.trainers.llm.rollout import evaluate_split
+from agentgym.trainers.llm.sft import SFT, SFTConfig
+from agentgym.trainers.models.policy import LLMPolicy
+from agentgym.trainers.models.tiny_model import base_model_path
 
 RESULTS = Path(__file__).parent / "results"
 KEYS = ("eval_success", "eval_tool_use", "eval_format_compliance", "eval_reward")

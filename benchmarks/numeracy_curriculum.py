@@ -1,7 +1,7 @@
 """Does a comparison learnt on one fixed surface carry over to made-up quantities? A curriculum against its control.
 
 Continuing the shipped tiny base on numeracy drills of every surface at once (made-up quantity names, units,
-``≤``/``≥``, any entity; :func:`agentgym.trainers.tiny_corpus.numeracy_drill`) left its stated-rule agreement at
+``≤``/``≥``, any entity; :func:`agentgym.trainers.models.tiny_corpus.numeracy_drill`) left its stated-rule agreement at
 chance on 2 cores and on a GPU (``benchmarks/README.md``, "The base brings numbers"). Two minimal arms, the loss on the
 decision token alone (``true``/``false`` in the final call), 64 chats a step, AdamW 1e-3, one torch thread:
 
@@ -12,10 +12,10 @@ decision token alone (``true``/``false`` in the final call), 64 chats a step, Ad
 
 Every 100 steps: greedy accuracy on 300 held-out chats of each surface, and of level-1 drills (decimals,
 negatives, ranges; never trained here). Writes ``OUT.json`` and ``OUT.png``; ``--save DIR`` keeps each arm's
-model for the probes of :mod:`agentgym.trainers.numeracy`::
+model for the probes of :mod:`agentgym.trainers.llm.numeracy`::
 
     python benchmarks/numeracy_curriculum.py --save runs/numeracy_curriculum     # ~25 min on one thread
-    python -m agentgym.trainers.numeracy --model runs/numeracy_curriculum/curriculum --steps 150 --threads 1
+    python -m agentgym.trainers.llm.numeracy --model runs/numeracy_curriculum/curriculum --steps 150 --threads 1
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ from pathlib import Path
 
 import torch
 
-from agentgym.tools import ToolCall
-from agentgym.trainers import tiny_corpus as tc
-from agentgym.trainers.llm import LLMPolicy
-from agentgym.trainers.numeracy import decision_logits
+from agentgym.core.tools import ToolCall
+from agentgym.trainers.llm.numeracy import decision_logits
+from agentgym.trainers.models import tiny_corpus as tc
+from agentgym.trainers.models.policy import LLMPolicy
 
 SYMBOLS = {"<": "<", "<=": "≤", ">": ">", ">=": "≥"}
 

@@ -1,6 +1,6 @@
 """Which numeracy pretraining gives the tiny base what a policy gradient needs? A sweep of variants, each continuing
-the shipped base on numeracy drills (:func:`agentgym.trainers.tiny_corpus.numeracy_drill`), each measured by the
-probes of :mod:`agentgym.trainers.numeracy`: stated-rule agreement per drill level, and the hidden-rule probe
+the shipped base on numeracy drills (:func:`agentgym.trainers.models.tiny_corpus.numeracy_drill`), each measured by the
+probes of :mod:`agentgym.trainers.llm.numeracy`: stated-rule agreement per drill level, and the hidden-rule probe
 (steps to 95 % held-out accuracy, 3 seeds).
 
 Variants run in parallel processes (one per variant; on a GPU machine they share the GPU). On one H200 (all twelve,
@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agentgym.trainers.tiny_model import pad_chats
+from agentgym.trainers.models.tiny_model import pad_chats
 
 VARIANTS: dict[str, dict] = {
     # levels drawn uniformly, decisions weighted 10x, 32 chats a step, learning rate 1e-3
@@ -68,10 +68,10 @@ def run(
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from agentgym.trainers import tiny_corpus as tc
-    from agentgym.trainers.llm import LLMPolicy
-    from agentgym.trainers.numeracy import hidden_rule_probe, stated_rule_agreement
-    from agentgym.trainers.tiny_model import BASE_DIR, BASE_STAGES, _chat_ids, _save
+    from agentgym.trainers.llm.numeracy import hidden_rule_probe, stated_rule_agreement
+    from agentgym.trainers.models import tiny_corpus as tc
+    from agentgym.trainers.models.policy import LLMPolicy
+    from agentgym.trainers.models.tiny_model import BASE_DIR, BASE_STAGES, _chat_ids, _save
 
     torch.set_num_threads(threads)
     v = {

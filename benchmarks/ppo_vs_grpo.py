@@ -31,9 +31,9 @@ from typing import Any
 import torch
 
 from agentgym.app.recipes import TINY
-from agentgym.trainers.grpo import GRPO, GRPOConfig
-from agentgym.trainers.llm_ppo import LLMPPO, LLMPPOConfig
-from agentgym.trainers.plotting import plot_learning_curves
+from agentgym.trainers.llm.grpo import GRPO, GRPOConfig
+from agentgym.trainers.llm.ppo import LLMPPO, LLMPPOConfig
+from agentgym.trainers.run.plotting import plot_learning_curves
 
 RESULTS = Path(__file__).parent / "results"
 LABELS = {"grpo": "GRPO (rule reward)", "ppo": "PPO (rule reward)", "ppo-rm": "PPO (reward model)"}

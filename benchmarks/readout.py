@@ -6,7 +6,7 @@ recipe's own contexts (the summary turn after both lookups, then the oracle's an
 ``--labels`` labelled episodes of the random backend (synthetic cities, half the days suitable), batch 16, AdamW.
 The arms differ only in the learning-rate schedule: constant (what the replica in ``../shared/BACKGROUND.md`` used)
 or a half cosine to 0. Every ``--eval-every`` steps: the policy's greedy decision accuracy on the 100 test days of
-the frozen snapshot (other cities), and, once, each layer's linear probe (``agentgym.trainers.probe``) as the
+the frozen snapshot (other cities), and, once, each layer's linear probe (``agentgym.trainers.llm.probe``) as the
 ceiling a linear readout reaches.
 
     python benchmarks/readout.py                        # 3 seeds × 2 arms, ~5 min on 2 cores
@@ -28,11 +28,11 @@ import torch
 
 import agentgym  # noqa: F401
 from agentgym.app.recipes import TINY
-from agentgym.trainers.llm import LLMPolicy, token_logprobs
-from agentgym.trainers.optim import adamw_with_warmup
-from agentgym.trainers.plotting import _pyplot, _save
-from agentgym.trainers.probe import decision_contexts, policy_choices, probe, split_decisions
-from agentgym.trainers.rollout import RolloutConfig, Sample, collate
+from agentgym.trainers.llm.optim import adamw_with_warmup
+from agentgym.trainers.llm.probe import decision_contexts, policy_choices, probe, split_decisions
+from agentgym.trainers.llm.rollout import RolloutConfig, Sample, collate
+from agentgym.trainers.models.policy import LLMPolicy, token_logprobs
+from agentgym.trainers.run.plotting import _pyplot, _save
 
 WEATHER = "agentgym/WeatherRun-v0"
 RESULTS = Path(__file__).parent / "results"
@@ -40,7 +40,7 @@ RESULTS = Path(__file__).parent / "results"
 
 def format_sft(out: Path) -> Path:
     """The README recipe's first stage (``agentgym train sft`` with the tiny recipe: random decisions)."""
-    from agentgym.trainers.sft import SFT
+    from agentgym.trainers.llm.sft import SFT
 
     settings = {k: v for k, v in TINY["sft"].items() if k != "env_id"}
     SFT("tiny", env_id=WEATHER, eval_split=None, **settings, out_dir=out).learn(progress_bar=False)

@@ -1,7 +1,7 @@
 """Retry with reflection on WeatherRun: does a second attempt help a trained tiny model?
 
-Plays a model on the 100 frozen test tasks in :class:`~agentgym.wrappers.Retry` with 3 attempts, greedy and
-sampled (T = 1), and reports pass@1 and success within 2 and 3 attempts (``agentgym.app.evaluation.retry_stats``).
+Plays a model on the 100 frozen test tasks in :class:`~agentgym.core.wrappers.Retry` with 3 attempts, greedy and
+sampled (T = 1), and reports pass@1 and success within 2 and 3 attempts (``agentgym.app.evaluation.runner.retry_stats``).
 The model is ``--model`` (any ``from_pretrained`` directory), by default the tiny recipe's format-only SFT
 (``agentgym train sft --model tiny``), trained here first. Prompts are the recipe's summary prompts, so the model
 sees the env's state line, not the feedback: what a retry adds here is a fresh sample, which the table shows next
@@ -23,11 +23,11 @@ from pathlib import Path
 
 import torch
 
-from agentgym.app.evaluation import evaluate_agent
+from agentgym.app.evaluation.runner import evaluate_agent
 from agentgym.app.recipes import TINY
-from agentgym.trainers.llm import LLMPolicy
-from agentgym.trainers.sft import SFT, SFTConfig
-from agentgym.trainers.tiny_model import base_model_path
+from agentgym.trainers.llm.sft import SFT, SFTConfig
+from agentgym.trainers.models.policy import LLMPolicy
+from agentgym.trainers.models.tiny_model import base_model_path
 
 RESULTS = Path(__file__).parent / "results"
 ATTEMPTS = 3

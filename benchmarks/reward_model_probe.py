@@ -25,10 +25,10 @@ import statistics
 import torch
 
 from agentgym.app.recipes import TINY
-from agentgym.registration import make_env
-from agentgym.trainers.llm import LLMPolicy
-from agentgym.trainers.reward_model import RewardModel
-from agentgym.trainers.rollout import OracleTeacher, RolloutConfig, random_resets, rollout
+from agentgym.core.registration import make_env
+from agentgym.trainers.llm.reward_model import RewardModel
+from agentgym.trainers.llm.rollout import OracleTeacher, RolloutConfig, random_resets, rollout
+from agentgym.trainers.models.policy import LLMPolicy
 
 NUMBERS = re.compile(r"temp -?[\d.]+°C · AQI \d+")
 

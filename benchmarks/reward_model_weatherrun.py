@@ -34,7 +34,7 @@ from pathlib import Path
 import torch
 
 from agentgym.app.recipes import TINY
-from agentgym.trainers.reward_model import RewardModelConfig, RewardModelTrainer
+from agentgym.trainers.llm.reward_model import RewardModelConfig, RewardModelTrainer
 
 RESULTS = Path(__file__).parent / "results"
 

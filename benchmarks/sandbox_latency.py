@@ -39,10 +39,10 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from agentgym.core.tools import ToolCall
 from agentgym.envs.code.env import CodeSandboxEnv
 from agentgym.envs.sandbox import SANDBOX_ENV, Sandbox, layer_status
 from agentgym.envs.sandbox import harness as sandbox_module
-from agentgym.tools import ToolCall
 
 
 def median_ms(values: list[float]) -> float:

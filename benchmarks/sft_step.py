@@ -31,9 +31,9 @@ from pathlib import Path
 import torch
 
 from agentgym.app.recipes import TINY
-from agentgym.trainers.llm import resolve_model_source
-from agentgym.trainers.rollout import collate
-from agentgym.trainers.sft import SFT, SFTConfig
+from agentgym.trainers.llm.rollout import collate
+from agentgym.trainers.llm.sft import SFT, SFTConfig
+from agentgym.trainers.models.policy import resolve_model_source
 
 
 def plain_step(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:

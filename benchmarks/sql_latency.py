@@ -22,10 +22,10 @@ import sqlite3
 import statistics
 import time
 
+from agentgym.core.tools import ToolCall
 from agentgym.envs.sql.dataset import DATABASE_V0
 from agentgym.envs.sql.env import SQLLookupEnv
 from agentgym.envs.sql.safety import ReadOnlySQLite
-from agentgym.tools import ToolCall
 
 QUERIES = {
     "lookup by key": "SELECT first_name, last_name, salary FROM employees WHERE id = 42",

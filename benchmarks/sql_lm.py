@@ -9,7 +9,7 @@ From a base model (``--model``: ``tiny``, the shipped base, or any model directo
 2. GRPO with ``TINY["grpo-sqllookup"]`` on the same training set, rewarded by the env (result match), for
    ``--grpo-minutes`` of training steps;
 3. greedy evaluation on ``agentgym/SQLLookup-v1``'s test split (209 questions) through
-   ``agentgym.app.evaluation.evaluate_agent`` (success with its Wilson 95 % interval, and per difficulty tag) of the
+   ``agentgym.app.evaluation.runner.evaluate_agent`` (success with its Wilson 95 % interval, and per difficulty tag) of the
    SFT and GRPO models, and, for ``--curve-seeds``, of every checkpoint (the curve against training minutes).
 
 The clock is the time inside training steps (SFT steps; GRPO rollouts and updates); building the demonstrations and
@@ -30,13 +30,13 @@ from typing import Any
 
 import torch
 
-from agentgym.app.evaluation import evaluate_agent
+from agentgym.app.evaluation.reports import load_episodes
+from agentgym.app.evaluation.runner import evaluate_agent
 from agentgym.app.recipes import TINY
-from agentgym.app.reports import load_episodes
-from agentgym.episode import EpisodeRecord
-from agentgym.trainers.grpo import GRPO, GRPOConfig
-from agentgym.trainers.llm import LLMPolicy
-from agentgym.trainers.sft import SFT, SFTConfig
+from agentgym.core.episode import EpisodeRecord
+from agentgym.trainers.llm.grpo import GRPO, GRPOConfig
+from agentgym.trainers.llm.sft import SFT, SFTConfig
+from agentgym.trainers.models.policy import LLMPolicy
 
 ENV_ID = "agentgym/SQLLookup-v1"
 TAGS = ("single_table", "join", "aggregate", "nested", "date")

@@ -3,7 +3,7 @@
 The run is 100,000 copies of real oracle episodes (``agentgym eval``'s lines, each with its own index; ~3 KB a line).
 Timed through the viewer's own HTTP API (what the page fetches): the runs list (which indexes the file), the first
 page, the last page, a text search and a success filter over every line (which reads each line once). Peer: loading
-the same file whole with :func:`agentgym.app.reports.load_episodes` (what a viewer without the line index would do
+the same file whole with :func:`agentgym.app.evaluation.reports.load_episodes` (what a viewer without the line index would do
 before showing anything). Rounds interleave ours and the peer; best and median of ``--rounds``.
 
     python benchmarks/viewer_large_run.py [--episodes 100000] [--rounds 3]
@@ -20,10 +20,10 @@ from pathlib import Path
 
 import httpx
 
-from agentgym.app.reports import load_episodes
-from agentgym.app.viewer import ViewerServer
-from agentgym.cli import main
-from agentgym.episode import EpisodeRecord
+from agentgym.app.cli import main
+from agentgym.app.evaluation.reports import load_episodes
+from agentgym.app.serving.viewer import ViewerServer
+from agentgym.core.episode import EpisodeRecord
 
 
 def build(root: Path, episodes: int) -> Path:

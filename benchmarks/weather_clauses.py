@@ -17,9 +17,9 @@ import re
 import torch
 
 from agentgym.app.recipes import TINY
-from agentgym.trainers.llm import LLMPolicy
-from agentgym.trainers.probe import decision_contexts, policy_choices
-from agentgym.trainers.rollout import RolloutConfig
+from agentgym.trainers.llm.probe import decision_contexts, policy_choices
+from agentgym.trainers.llm.rollout import RolloutConfig
+from agentgym.trainers.models.policy import LLMPolicy
 
 RULES = {
     "full": lambda t, a: 10 <= t <= 25 and a < 100,

@@ -1,7 +1,8 @@
 """The agentgym tasks (installed as ``agentgym.envs``): one folder each, whose ``__init__`` declares the task's ids
-in ``ENV_SPECS`` (:func:`agentgym.registration.declared_ids` collects them; see "Add an environment" in the README)."""
+in ``ENV_SPECS`` (:func:`agentgym.core.registration.declared_ids` collects them; see "Add an environment" in the
+README)."""
 
-from agentgym.registration import lazy_exports
+from agentgym.core.registration import lazy_exports
 
 CLIENT_SPECS = {"agentgym/Remote-v0": {"entry_point": "agentgym.envs.remote:RemoteEnv"}}
 """Ids that are no task of their own: ``agentgym/Remote-v0`` plays a task served by ``agentgym serve env`` (its

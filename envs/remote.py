@@ -30,7 +30,7 @@ task count, reward bounds and data checksum, as :class:`~agentgym.core.TaskInfo`
 with ``--operator`` (they hand out answers, so a server an agent under test reaches refuses them with 403),
 :meth:`~RemoteEnv.oracle` (the server's oracle, played on the session's latest observation) and
 :meth:`~RemoteEnv.discrete_view` (``view="discrete"``: the server wraps the session's env in
-:class:`~agentgym.wrappers.DiscreteToolActions`, so the spaces are ``Discrete`` and trajectories are those of
+:class:`~agentgym.core.wrappers.DiscreteToolActions`, so the spaces are ``Discrete`` and trajectories are those of
 ``as_discrete(gym.make(env_id))``). :class:`RemoteVectorEnv` steps N sessions at once.
 
 Errors: :class:`RemoteEnvError` (a ``RuntimeError``) for what the server refused, with its one-line reason, and
@@ -41,7 +41,7 @@ an observation outside the served space), naming the field;
 not the agent's.
 
 This module is also the protocol's one definition (:data:`PROTOCOL`, the value codec :func:`encode` /
-:func:`decode`, the request models); the server (:mod:`agentgym.app.env_server`, whose docstring documents
+:func:`decode`, the request models); the server (:mod:`agentgym.app.serving.env_server`, whose docstring documents
 the messages) imports them from here, so client and server cannot drift.
 
 The value codec. Messages are JSON. ``info`` and ``options`` hold Python values JSON lacks (a parsed call's
@@ -75,9 +75,8 @@ import numpy as np
 from gymnasium import spaces
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from agentgym import deadline
-from agentgym.core import ObservationParts, TaskInfo, Turn
-from agentgym.spaces import AnyText
+from agentgym.core import ObservationParts, TaskInfo, Turn, deadline
+from agentgym.core.spaces import AnyText
 
 __all__ = [
     "MAX_REPLY_BYTES",

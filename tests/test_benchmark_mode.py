@@ -14,9 +14,9 @@ import httpx
 import pytest
 
 import agentgym  # noqa: F401  (registers the ids)
-from agentgym.app.benchmark import ABANDONED, NOT_PLAYED
-from agentgym.app.env_server import EnvServer
-from agentgym.cli import main
+from agentgym.app.cli import main
+from agentgym.app.evaluation.benchmark import ABANDONED, NOT_PLAYED
+from agentgym.app.serving.env_server import EnvServer
 from agentgym.envs.remote import RemoteEnvError
 
 ENV = "agentgym/SQLLookup-v0"

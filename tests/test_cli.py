@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agentgym.cli import main
+from agentgym.app.cli import main
 
 
 def test_list(capsys):

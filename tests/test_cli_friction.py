@@ -18,9 +18,9 @@ import huggingface_hub
 import pytest
 
 import agentgym  # noqa: F401  (registers the ids)
-from agentgym.cli import main
-from agentgym.registration import resolve_env_id
-from agentgym.trainers.llm import resolve_model_source
+from agentgym.app.cli import main
+from agentgym.core.registration import resolve_env_id
+from agentgym.trainers.models.policy import resolve_model_source
 
 FAST_S = 2.0  # the old path waited ~50 s for the hub (5 retries); a local decision takes milliseconds
 
@@ -201,7 +201,7 @@ def test_readme_env_table_says_the_cliff_ends_the_episode():
 
 
 def test_serve_weather_prints_what_it_serves_and_where():
-    code = "from agentgym.cli import main; main(['serve', 'weather', '--port', '0'])"
+    code = "from agentgym.app.cli import main; main(['serve', 'weather', '--port', '0'])"
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline()
@@ -242,7 +242,7 @@ def test_infos_of_a_repeated_action_share_no_object():
 def test_the_cli_lists_trainers_from_their_specs():
     """Which trainers resume, and which budget flag each takes, is read from TRAINERS: a spec agrees with its class,
     and the CLI's messages name exactly those."""
-    from agentgym.cli import build_parser
+    from agentgym.app.cli import build_parser
     from agentgym.trainers import TRAINERS, trainer_names
 
     for spec in TRAINERS.values():

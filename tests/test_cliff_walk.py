@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import agentgym
+from agentgym.core.wrappers import DiscreteToolActions
 from agentgym.envs.cliff.env import CLIFF, GOAL, CliffWalkEnv, draw_path
-from agentgym.wrappers import DiscreteToolActions
 
 ENV_ID = "agentgym/CliffWalk-v0"
 

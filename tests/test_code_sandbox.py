@@ -13,7 +13,9 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 from gymnasium.wrappers import TimeLimit
 
-from agentgym.app.evaluation import evaluate
+from agentgym.app.evaluation.runner import evaluate
+from agentgym.core.tools import ToolCall
+from agentgym.core.wrappers import DiscreteToolActions
 from agentgym.envs.code.dataset import (
     DIFFICULTIES,
     TASKS_V0,
@@ -29,8 +31,6 @@ from agentgym.envs.code.dataset import (
 from agentgym.envs.code.env import CodeSandboxEnv
 from agentgym.envs.sandbox import Sandbox, SandboxUnavailable, layer_status
 from agentgym.envs.sandbox import harness as sandbox_module
-from agentgym.tools import ToolCall
-from agentgym.wrappers import DiscreteToolActions
 
 MAX_STEPS = 10
 STATUS = layer_status()

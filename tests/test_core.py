@@ -144,14 +144,14 @@ def test_interpretation_is_memoised_but_state_is_not():
 
 
 def test_interpret_returns_the_public_interpretation_and_memoises_only_short_actions():
-    from agentgym import core
+    from agentgym.core import tool_env
 
     env = Counter()
     interp = env.interpret("add(2)")
-    assert isinstance(interp, core.Interpretation) and "Interpretation" in core.__all__
+    assert isinstance(interp, tool_env.Interpretation) and "Interpretation" in tool_env.__all__
     assert interp.error is None and [(tool.name, kwargs) for tool, kwargs in interp.calls] == [("add", {"amount": 2})]
     assert env.interpret("add(2)") is interp
-    long = "add(2) " + " " * core._MEMO_MAX_ACTION_CHARS  # past the memo's key limit: parsed afresh each time
+    long = "add(2) " + " " * tool_env._MEMO_MAX_ACTION_CHARS  # past the memo's key limit: parsed afresh each time
     assert env.interpret(long) is not env.interpret(long) and env.interpret(long).error is None
 
 

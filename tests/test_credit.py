@@ -10,10 +10,10 @@ import pytest
 import torch
 
 import agentgym  # noqa: F401
-from agentgym.spaces import AnyText
+from agentgym.core.spaces import AnyText
 from agentgym.trainers.advantages import gae, turn_advantages
-from agentgym.trainers.grpo import GRPO, GRPOConfig
-from agentgym.trainers.rollout import Episode, RolloutConfig, Sample
+from agentgym.trainers.llm.grpo import GRPO, GRPOConfig
+from agentgym.trainers.llm.rollout import Episode, RolloutConfig, Sample
 
 THREE_TURNS = "test/ThreeVowels-v0"
 MODEL = "tiny"  # the shipped base: loads in a second, nothing to build
@@ -152,7 +152,7 @@ def test_turn_scheme_trains_and_episodes_keep_reward_components():
     row = grpo.train_step()
     assert row["turns"] == 3 and math.isfinite(row["loss"])
     assert any(not torch.equal(p, q) for p, q in zip(before, grpo.policy.model.parameters(), strict=True))
-    from agentgym.trainers.rollout import rollout
+    from agentgym.trainers.llm.rollout import rollout
 
     (episode,) = rollout(grpo.policy, grpo.envs[:1], [{"seed": 0}], grpo.config.rollout)
     assert [c["vowels"] for c in episode.reward_components] == episode.rewards
@@ -175,7 +175,7 @@ def test_ppo_discounts_per_turn_by_hand():
 
 
 def test_ppo_per_turn_discount_runs():
-    from agentgym.trainers.llm_ppo import LLMPPO, LLMPPOConfig
+    from agentgym.trainers.llm.ppo import LLMPPO, LLMPPOConfig
 
     config = LLMPPOConfig(
         env_id=THREE_TURNS,

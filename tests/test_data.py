@@ -1,4 +1,4 @@
-"""agentgym.data: frozen JSONL files round-trip every string, and a damaged or oversized file is refused with one
+"""agentgym.core.data: frozen JSONL files round-trip every string, and a damaged or oversized file is refused with one
 line that names the file and the line, before it is parsed (or, when too large, read)."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import tracemalloc
 import gymnasium as gym
 import pytest
 
-from agentgym import data
-from agentgym.cli import main
-from agentgym.data import MAX_FILE_BYTES, read_jsonl, sha256_file, write_jsonl
+from agentgym.app.cli import main
+from agentgym.core import data
+from agentgym.core.data import MAX_FILE_BYTES, read_jsonl, sha256_file, write_jsonl
 from agentgym.envs.code.dataset import TASKS_V0 as CODE_TASKS
 from agentgym.envs.sql.dataset import TASKS_V0 as SQL_TASKS
 from agentgym.envs.weather.dataset import SNAPSHOT_V0, WeatherRecord, load_snapshot
@@ -148,7 +148,7 @@ def test_a_task_list_keeps_its_split_refuses_a_bad_one_and_picks_by_task_index()
 
     import numpy as np
 
-    from agentgym.data import TaskList
+    from agentgym.core.data import TaskList
 
     tasks = [SimpleNamespace(id=i, split="train" if i % 2 else "test") for i in range(6)]
     train = TaskList(tasks, "train", "abc")

@@ -1,4 +1,4 @@
-"""agentgym.deadline: an HTTP call ends by its deadline however the server trickles its reply."""
+"""agentgym.core.deadline: an HTTP call ends by its deadline however the server trickles its reply."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 import httpx
 import pytest
 
-from agentgym.deadline import client, deadline, remaining
+from agentgym.core.deadline import client, deadline, remaining
 from tests.test_step_budget import RawServer
 
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
-from agentgym.trainers.decoding import Decoder, PrefixCache, supports
+from agentgym.trainers.models.decoding import Decoder, PrefixCache, supports
 
 PROMPTS = [[5, 6, 7, 8, 9], [11, 12], [5, 6, 7, 8, 9], [40] * 9, [3]]
 
@@ -99,8 +99,8 @@ def test_append_mode_rollouts_reuse_each_turn_and_play_the_same_episodes(tiny_mo
     import gymnasium as gym
 
     import agentgym  # noqa: F401  (registers the envs)
-    from agentgym.trainers.llm import LLMPolicy
-    from agentgym.trainers.rollout import RolloutConfig, rollout
+    from agentgym.trainers.llm.rollout import RolloutConfig, rollout
+    from agentgym.trainers.models.policy import LLMPolicy
 
     policy = LLMPolicy.from_pretrained(tiny_model_path)
     config = RolloutConfig(context="append", max_turns=3, max_new_tokens=8, temperature=0.0)
@@ -178,7 +178,7 @@ def test_stop_strings_on_token_ids_agree_with_the_decoded_text(tiny_model_path):
 
     from transformers import AutoTokenizer
 
-    from agentgym.trainers.decoding import StopStrings
+    from agentgym.trainers.models.decoding import StopStrings
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_path)
     texts = ['"}}', "ool_ca", "\n\n"]

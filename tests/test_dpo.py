@@ -10,11 +10,11 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from agentgym.trainers.dpo import DPO, DPOConfig, cancel_shared, dpo_loss, sequence_logprobs
-from agentgym.trainers.llm import LLMPolicy, token_logprobs
-from agentgym.trainers.preferences import PreferencePair, write_pairs
-from agentgym.trainers.rollout import RolloutConfig, Sample, collate, rollout
-from agentgym.trainers.sft import chat_sample
+from agentgym.trainers.llm.dpo import DPO, DPOConfig, cancel_shared, dpo_loss, sequence_logprobs
+from agentgym.trainers.llm.preferences import PreferencePair, write_pairs
+from agentgym.trainers.llm.rollout import RolloutConfig, Sample, collate, rollout
+from agentgym.trainers.llm.sft import chat_sample
+from agentgym.trainers.models.policy import LLMPolicy, token_logprobs
 from tests.test_grpo import VOWELS
 from tests.test_preferences import answer_pairs
 
@@ -88,7 +88,7 @@ def true_pairs(n: int) -> list[PreferencePair]:
 
 
 def test_dpo_on_jsonl_pairs_starts_at_log2_and_learns_the_preference(tiny_model_path, tmp_path, monkeypatch):
-    from agentgym.trainers.run_dir import RunDir
+    from agentgym.trainers.run.run_dir import RunDir
 
     path = write_pairs(true_pairs(80), tmp_path / "pairs.jsonl")
     config = DPOConfig(

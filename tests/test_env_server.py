@@ -17,7 +17,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import agentgym  # noqa: F401  (registers the ids)
-from agentgym.app.env_server import EnvServer, ServerLimits
+from agentgym.app.serving.env_server import EnvServer, ServerLimits
 from agentgym.envs.remote import RemoteEnvError, RemoteEnvUnavailable, decode, encode
 
 TASKS = ["agentgym/CliffWalk-v0", "agentgym/WeatherRun-v0", "agentgym/SQLLookup-v0", "agentgym/CodeSandbox-v0"]

@@ -1,4 +1,4 @@
-"""agentgym.episode.EpisodeRecord: the one episode record every episodes.jsonl holds, and run directories written
+"""agentgym.core.episode.EpisodeRecord: the one episode record every episodes.jsonl holds, and run directories written
 before it (tests/data/old_runs: an eval and a GRPO run of that time) still load, converted on read."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ import gymnasium as gym
 import pytest
 
 import agentgym  # noqa: F401  (registers the envs)
-from agentgym.app.audit import audit_run, read_logged_episodes
-from agentgym.app.evaluation import evaluate_agent
-from agentgym.app.reports import load_episodes, load_summary
-from agentgym.episode import EpisodeRecord
-from agentgym.trainers.rollout import Episode
+from agentgym.app.evaluation.audit import audit_run, read_logged_episodes
+from agentgym.app.evaluation.reports import load_episodes, load_summary
+from agentgym.app.evaluation.runner import evaluate_agent
+from agentgym.core.episode import EpisodeRecord
+from agentgym.trainers.llm.rollout import Episode
 
 OLD_RUNS = Path(__file__).parent / "data" / "old_runs"
 
@@ -81,9 +81,9 @@ def test_an_old_training_log_is_converted_and_audits_as_before(tmp_path):
 def test_one_writer_and_one_reader_with_the_torn_rule_and_one_set_of_rates(tmp_path):
     """append_episodes/read_episodes own episodes.jsonl: a torn last line is skipped or cut; a bad line is named or
     yielded; the trainers' and the reports' rates come from outcome_rates."""
-    from agentgym.episode import append_episodes, outcome_rates, read_episodes
-    from agentgym.summary import RunConfig, summarize
-    from agentgym.trainers.rollout import episode_metrics
+    from agentgym.core.episode import append_episodes, outcome_rates, read_episodes
+    from agentgym.core.summary import RunConfig, summarize
+    from agentgym.trainers.llm.rollout import episode_metrics
 
     played = [
         EpisodeRecord(index=i, actions=["a"] * (i + 1), rewards=[1.0] * (i + 1), reward_components=[{}] * (i + 1),

@@ -10,11 +10,11 @@ from datetime import UTC, datetime, timedelta
 import gymnasium as gym
 import pytest
 
-from agentgym.app.evaluation import evaluate_agent
-from agentgym.app.reports import load_episodes, load_summary
-from agentgym.cli import main
+from agentgym.app.cli import main
+from agentgym.app.evaluation.reports import load_episodes, load_summary
+from agentgym.app.evaluation.runner import evaluate_agent
+from agentgym.core.summary import mean_interval, wilson_interval
 from agentgym.envs.weather.dataset import SNAPSHOT_V0_SHA256
-from agentgym.summary import mean_interval, wilson_interval
 
 WEATHER = "agentgym/WeatherRun-v0"
 
@@ -290,10 +290,10 @@ def test_provenance_is_in_the_timing_block_and_the_rest_stays_byte_identical(tmp
 def test_one_rule_for_which_episodes_an_evaluation_plays():
     from types import SimpleNamespace
 
-    from agentgym.app.evaluation import evaluate
-    from agentgym.registration import DEFAULT_EPISODES, eval_kwargs, eval_resets
-    from agentgym.trainers.config import EvalConfig
-    from agentgym.trainers.rollout import evaluate_split
+    from agentgym.app.evaluation.runner import evaluate
+    from agentgym.core.registration import DEFAULT_EPISODES, eval_kwargs, eval_resets
+    from agentgym.trainers.llm.config import EvalConfig
+    from agentgym.trainers.llm.rollout import evaluate_split
 
     # the in-memory loop and the benchmark runner play the same episodes: every test task once, or 100 seeds
     for env_id, split, n in (

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from agentgym.app.evaluation import default_suite
-from agentgym.app.model_server import ModelServer, ScriptedResponder
-from agentgym.cli import main
-from agentgym.registration import DEFAULT_EPISODES, ENV_IDS
+from agentgym.app.cli import main
+from agentgym.app.evaluation.runner import default_suite
+from agentgym.app.serving.model_server import ModelServer, ScriptedResponder
+from agentgym.core.registration import DEFAULT_EPISODES, ENV_IDS
 
 WEATHER = "agentgym/WeatherRun-v0"
 ROOT = Path(__file__).resolve().parents[1]

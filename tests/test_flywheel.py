@@ -1,5 +1,5 @@
-"""agentgym data (agentgym.app.flywheel): episodes → SFT data, preference pairs and a report, from eval runs and
-training logs, with filters, and bounded, explained handling of bad input."""
+"""agentgym data (agentgym.app.integrations.flywheel): episodes → SFT data, preference pairs and a report, from eval
+runs and training logs, with filters, and bounded, explained handling of bad input."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ import gymnasium as gym
 import pytest
 
 import agentgym  # noqa: F401  (registers the envs)
-from agentgym.app import flywheel
-from agentgym.app.evaluation import evaluate_agent
-from agentgym.app.flywheel import DataConfig, build_data
-from agentgym.cli import main
-from agentgym.tools import ToolCall
-from agentgym.trainers.preferences import read_pairs
-from agentgym.trainers.rollout import Episode
-from agentgym.trainers.run_dir import EpisodeLog
+from agentgym.app.cli import main
+from agentgym.app.evaluation.runner import evaluate_agent
+from agentgym.app.integrations import flywheel
+from agentgym.app.integrations.flywheel import DataConfig, build_data
+from agentgym.core.tools import ToolCall
+from agentgym.trainers.llm.preferences import read_pairs
+from agentgym.trainers.llm.rollout import Episode
+from agentgym.trainers.run.run_dir import EpisodeLog
 
 ENV = "agentgym/WeatherRun-v0"
 OLD_RUNS = Path(__file__).parent / "data" / "old_runs"

@@ -10,13 +10,13 @@ import torch
 from pydantic import ValidationError
 
 import agentgym  # noqa: F401
-from agentgym.spaces import AnyText
-from agentgym.tools import ToolCall
+from agentgym.core.spaces import AnyText
+from agentgym.core.tools import ToolCall
 from agentgym.trainers.advantages import clipped_surrogate, group_relative_advantages, kl_k3
-from agentgym.trainers.grpo import GRPO, GRPOConfig
-from agentgym.trainers.llm import LLMPolicy
-from agentgym.trainers.rollout import RolloutConfig
-from agentgym.trainers.sft import SFT, SFTConfig, chat_sample
+from agentgym.trainers.llm.grpo import GRPO, GRPOConfig
+from agentgym.trainers.llm.rollout import RolloutConfig
+from agentgym.trainers.llm.sft import SFT, SFTConfig, chat_sample
+from agentgym.trainers.models.policy import LLMPolicy
 
 VOWELS = "test/Vowels-v0"
 
@@ -90,7 +90,7 @@ def test_clip_is_asymmetric_and_k3_is_the_kl_estimator():
 )
 def test_loss_normalisations_by_hand(loss_type, expected, tiny_model_path):
     """At ratio 1 and β=0 the loss is −Σ A over tokens, normalised per loss_type: check each on 2 samples."""
-    from agentgym.trainers.rollout import Episode, Sample
+    from agentgym.trainers.llm.rollout import Episode, Sample
 
     trainer = GRPO(tiny_model_path, tiny_config(loss_type=loss_type, tasks_per_step=1, num_generations=2))
     one, three = Sample(), Sample()

@@ -10,8 +10,8 @@ import pytest
 
 import agentgym  # noqa: F401
 from agentgym import ToolEnv, tool
-from agentgym.parser import MAX_ACTION_CHARS, parse_tool_calls
-from agentgym.registration import ENV_IDS
+from agentgym.core.parser import MAX_ACTION_CHARS, parse_tool_calls
+from agentgym.core.registration import ENV_IDS
 
 WEATHER_TOOLS = list(gym.make("agentgym/WeatherRun-v0").unwrapped.tools.values())
 

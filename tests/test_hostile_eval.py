@@ -11,15 +11,15 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from agentgym.app.evaluation import evaluate_agent
-from agentgym.app.http_service import HTTPService
-from agentgym.app.reports import load_episodes, to_json
-from agentgym.cli import main
+from agentgym.app.cli import main
+from agentgym.app.evaluation.reports import load_episodes, to_json
+from agentgym.app.evaluation.runner import evaluate_agent
+from agentgym.app.serving.http_service import HTTPService
 from agentgym.core import ToolEnv
+from agentgym.core.episode import EpisodeRecord
 from agentgym.envs.cliff.env import CliffWalkEnv, CliffWalkOracle
 from agentgym.envs.sandbox import layer_status
 from agentgym.envs.weather.dataset import is_suitable
-from agentgym.episode import EpisodeRecord
 from agentgym.trainers import PPO
 
 FAULTY = "agentgym-test/FaultyCliffWalk-v0"
@@ -270,7 +270,7 @@ def test_every_registered_env_states_its_reward_bounds():
     from gymnasium.envs.registration import load_env_creator
 
     from agentgym.core import ToolEnv
-    from agentgym.registration import CLIENT_IDS, ENV_IDS
+    from agentgym.core.registration import CLIENT_IDS, ENV_IDS
 
     ids = [env_id for env_id in gym.registry if env_id.startswith("agentgym/") and env_id not in CLIENT_IDS]
     assert len(ids) >= 4 and set(ids) == set(ENV_IDS)  # every task; agentgym/Remote-v0 reports its server's bounds

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 import torch
 
-from agentgym.app.reports import load_episodes, to_json
-from agentgym.episode import EpisodeRecord
+from agentgym.app.evaluation.reports import load_episodes, to_json
+from agentgym.core.episode import EpisodeRecord
 from agentgym.trainers import PPO, QLearning
-from agentgym.trainers.checkpoint import STATE_FILE, load_trainer_state
+from agentgym.trainers.run.checkpoint import STATE_FILE, load_trainer_state
 
 
 class _Payload:
@@ -185,7 +185,7 @@ def test_a_trainer_state_that_does_not_fit_is_refused_naming_the_file(tmp_path, 
     ],
 )
 def test_resuming_a_run_with_a_damaged_config_json_names_it(tmp_path, config_json, message):
-    from agentgym.trainers.grpo import GRPO
+    from agentgym.trainers.llm.grpo import GRPO
 
     step = tmp_path / "checkpoints" / "step-000002"
     step.mkdir(parents=True)
@@ -197,7 +197,7 @@ def test_resuming_a_run_with_a_damaged_config_json_names_it(tmp_path, config_jso
 
 
 def test_the_episode_log_of_a_resumed_run_drops_a_torn_line_and_names_a_damaged_one(tmp_path):
-    from agentgym.trainers.run_dir import EpisodeLog
+    from agentgym.trainers.run.run_dir import EpisodeLog
 
     log = tmp_path / "episodes.jsonl"
     log.write_bytes(b'{"step": 1, "a": "\xe2\x80\xa8"}\n{"step": 2}\n{"step": 3}\n{"step": 3, "act')  # killed mid-write
@@ -209,9 +209,9 @@ def test_the_episode_log_of_a_resumed_run_drops_a_torn_line_and_names_a_damaged_
 
 
 def test_a_logged_episode_with_a_lone_surrogate_is_written_as_utf8_and_audited(tmp_path):
-    from agentgym.app.audit import audit_run
-    from agentgym.episode import EpisodeRecord
-    from agentgym.trainers.run_dir import EpisodeLog
+    from agentgym.app.evaluation.audit import audit_run
+    from agentgym.core.episode import EpisodeRecord
+    from agentgym.trainers.run.run_dir import EpisodeLog
 
     def logged(step, action):
         return {"step": step, "reward": 1.0, "env_reward": 1.0, "rm_reward": None, "success": False, "turns": 1,
@@ -233,7 +233,7 @@ def test_a_logged_episode_with_a_lone_surrogate_is_written_as_utf8_and_audited(t
 
 
 def _metrics_run(tmp_path, rows):
-    from agentgym.trainers.metrics import MetricsWriter
+    from agentgym.trainers.run.metrics import MetricsWriter
 
     with MetricsWriter(tmp_path, tensorboard=False, step_key="step") as writer:
         for row in rows:
@@ -242,7 +242,7 @@ def _metrics_run(tmp_path, rows):
 
 
 def test_resumed_metrics_keep_every_row_to_the_checkpoint_and_drop_a_torn_one(tmp_path):
-    from agentgym.trainers.metrics import MetricsWriter
+    from agentgym.trainers.run.metrics import MetricsWriter
 
     rows = [{"step": s, "loss": 0.5 / s, "note": f"step\u2028{s}\x85"} for s in range(1, 6)]
     path = _metrics_run(tmp_path, rows)
@@ -267,7 +267,7 @@ def test_resumed_metrics_keep_every_row_to_the_checkpoint_and_drop_a_torn_one(tm
     ids=["not-json", "not-utf8", "not-an-object", "step-text", "step-null"],
 )
 def test_a_damaged_metrics_row_is_one_line_naming_the_line_and_nothing_is_lost(tmp_path, line, message):
-    from agentgym.trainers.metrics import MetricsWriter
+    from agentgym.trainers.run.metrics import MetricsWriter
 
     path = _metrics_run(tmp_path, [{"step": s, "loss": 1.0} for s in range(1, 5)])
     lines = path.read_bytes().split(b"\n")
@@ -281,7 +281,7 @@ def test_a_damaged_metrics_row_is_one_line_naming_the_line_and_nothing_is_lost(t
 
 
 def test_preference_pairs_that_are_not_utf8_name_the_file_and_line(tmp_path):
-    from agentgym.trainers.preferences import read_pairs
+    from agentgym.trainers.llm.preferences import read_pairs
 
     path = tmp_path / "pairs.jsonl"
     good = b'{"chosen": [{"role": "assistant", "content": "a"}], "rejected": [{"role": "assistant", "content": "b"}]}'

@@ -18,9 +18,9 @@ from http.server import BaseHTTPRequestHandler
 import httpx
 import pytest
 
-from agentgym.app.http_service import HTTPService, Limits
-from agentgym.app.model_server import ModelServer, ScriptedResponder
-from agentgym.app.weather_server import WeatherServer
+from agentgym.app.serving.http_service import HTTPService, Limits
+from agentgym.app.serving.model_server import ModelServer, ScriptedResponder
+from agentgym.app.serving.weather_server import WeatherServer
 
 WEATHER = "agentgym/WeatherRun-v0"
 FAST = Limits(
@@ -460,7 +460,7 @@ def rss_mb(pid, key):
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads RSS from /proc")
 def test_a_50_mb_body_is_refused_unread_and_the_server_stays_small():
-    cmd = [sys.executable, "-m", "agentgym.cli", "serve", "model", "--scripted", "oracle", "--env", WEATHER]
+    cmd = [sys.executable, "-m", "agentgym.app.cli", "serve", "model", "--scripted", "oracle", "--env", WEATHER]
     proc = subprocess.Popen([*cmd, "--split", "test", "--port", "0"], stdout=subprocess.PIPE, text=True)
     try:
         url = proc.stdout.readline().split(" at ")[1].split()[0]

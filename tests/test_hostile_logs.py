@@ -15,8 +15,8 @@ import sys
 
 import pytest
 
-from agentgym.cli import main
-from agentgym.episode import MAX_LINE_BYTES
+from agentgym.app.cli import main
+from agentgym.core.episode import MAX_LINE_BYTES
 from tests.test_audit import episode
 
 GOOD = json.dumps(episode(1, 1.0, True))
@@ -88,7 +88,7 @@ def test_memory_stays_bounded_whatever_the_lines_hold(tmp_path, command):
     args = ["audit", str(tmp_path), "--max-replays", "0"] if command == "audit" else [
         "data", str(path), "--out", str(tmp_path / "out"), "--env", "agentgym/WeatherRun-v0"]  # fmt: skip
     child = (  # VmHWM: this process's own peak (ru_maxrss would count the forked parent's RSS before exec)
-        "import re, sys; from agentgym.cli import main; rc = main(sys.argv[1:]); "
+        "import re, sys; from agentgym.app.cli import main; rc = main(sys.argv[1:]); "
         "print('peak', re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1), file=sys.stderr); "
         "sys.exit(rc)"
     )

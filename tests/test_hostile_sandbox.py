@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from agentgym.core.tools import ToolCall
 from agentgym.envs.code.env import CodeSandboxEnv
 from agentgym.envs.sandbox import harness as sandbox
 from agentgym.envs.sandbox import inside as sandbox_inside
@@ -37,7 +38,6 @@ from agentgym.envs.sandbox.harness import (
     layer_status,
     values_equal,
 )
-from agentgym.tools import ToolCall
 
 STATUS = layer_status()
 ROOT = os.geteuid() == 0

@@ -33,8 +33,8 @@ import pytest
 
 import agentgym  # noqa: F401  (registers the ids)
 from agentgym import ToolEnv, tool
-from agentgym.app.env_server import EnvServer, ServerLimits
-from agentgym.app.mcp_server import EpisodeHost, MCPHTTPServer
+from agentgym.app.serving.env_server import EnvServer, ServerLimits
+from agentgym.app.serving.mcp_server import EpisodeHost, MCPHTTPServer
 from agentgym.envs.sandbox import layer_status
 from tests.test_step_budget import RawServer
 
@@ -179,7 +179,7 @@ def test_eval_against_a_server_without_operator_stops_at_once_in_one_line(agent,
     """``agentgym eval --env-url`` with an agent that needs the operator's features: exit 2 before any episode,
     one line saying how the operator turns them on (before: the oracle failed every episode, the random agent's
     discrete view a traceback)."""
-    from agentgym.cli import main
+    from agentgym.app.cli import main
 
     with EnvServer("agentgym/WeatherRun-v0", port=0) as server:
         code = main(["eval", "--env-url", server.url, "--agent", agent, "--episodes", "2", "--no-progress"])

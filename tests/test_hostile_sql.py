@@ -7,8 +7,8 @@ import time
 
 import pytest
 
+from agentgym.core.tools import ToolCall
 from agentgym.envs.sql.env import CACHE_BYTES, SQLLookupEnv
-from agentgym.tools import ToolCall
 
 NINE_KB = "replace(printf('%.999c', 'a'), 'a', 'aaaaaaaaa')"  # 8,991 characters, built inside SQLite
 

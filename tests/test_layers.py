@@ -16,13 +16,11 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE_DIRS = {"agentgym": ROOT / "agentgym", "agentgym.envs": ROOT / "envs", "agentgym.trainers": ROOT / "trainers"}
 
 LAYERS = {
-    "core": {"agentgym", "agentgym.core", "agentgym.data", "agentgym.episode", "agentgym.parser",
-             "agentgym.registration", "agentgym.spaces", "agentgym.tools", "agentgym.wrappers", "agentgym.conformance",
-             "agentgym.deadline"},
+    "core": {"agentgym", "agentgym.core"},
     "tasks": {"agentgym.envs"},
     "learners": {"agentgym.trainers"},
-    "applications": {"agentgym.app", "agentgym.cli"},
-}  # fmt: skip
+    "applications": {"agentgym.app"},
+}
 """A module belongs to the layer that names it or the package above it."""
 
 ALLOWED = {"core": {"core"}, "tasks": {"core", "tasks"}, "learners": {"core", "learners"}, "applications": set(LAYERS)}
@@ -61,7 +59,7 @@ def imported(module: str, path: Path) -> list[tuple[int, str]]:
             if node.level:
                 parent = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join([*parent, *filter(None, [base])])
-            # `from agentgym import wrappers` imports the module agentgym.wrappers
+            # `from agentgym import wrappers` imports the module agentgym.core.wrappers
             names += [(node.lineno, f"{base}.{a.name}" if f"{base}.{a.name}" in ALL else base) for a in node.names]
         elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
             f = node.func
@@ -78,6 +76,17 @@ def test_every_module_is_in_a_layer():
     assert {m: layer(m) for m in ALL}
 
 
+def test_the_folders_show_the_layers():
+    """agentgym/ holds the core's package beside the applications' and nothing else; the learners and the
+    applications are split by kind (issue 46)."""
+    top = {p.name for p in PACKAGE_DIRS["agentgym"].iterdir() if not p.name.startswith((".", "__pycache__"))}
+    assert top == {"__init__.py", "core", "app"}
+    kinds = {p.name for p in PACKAGE_DIRS["agentgym.trainers"].iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert kinds == {"classic", "llm", "models", "run"}
+    apps = {p.name for p in (PACKAGE_DIRS["agentgym"] / "app").iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert apps == {"serving", "evaluation", "integrations"}
+
+
 @pytest.mark.parametrize("module", sorted(ALL))
 def test_imports_respect_the_layers(module):
     mine = layer(module)
@@ -92,12 +101,16 @@ def test_imports_respect_the_layers(module):
 def test_the_checker_sees_imports_inside_functions(tmp_path):
     sneaky = tmp_path / "sneaky.py"
     sneaky.write_text(
-        "def f():\n    from agentgym.trainers.grpo import GRPO\n"
+        "def f():\n    from agentgym.trainers.llm.grpo import GRPO\n"
         "def g():\n    import importlib\n    return importlib.import_module('agentgym.app.demo')\n"
         "from . import sandbox\n"
     )
     found = imported("agentgym.envs.sneaky", sneaky)
-    assert sorted(name for _, name in found) == ["agentgym.app.demo", "agentgym.envs.sandbox", "agentgym.trainers.grpo"]
+    assert sorted(name for _, name in found) == [
+        "agentgym.app.demo",
+        "agentgym.envs.sandbox",
+        "agentgym.trainers.llm.grpo",
+    ]
     assert {layer(name) for _, name in found} == {"learners", "applications", "tasks"}
 
 
@@ -105,7 +118,9 @@ def test_the_old_import_paths_are_gone():
     """The modules that left the core are found at their new paths only (0.x: no shims)."""
     import importlib
 
-    for old in ("agentgym.llm", "agentgym.sandbox", "agentgym.demo", "agentgym.integrations"):
+    old_paths = ("agentgym.llm", "agentgym.sandbox", "agentgym.demo", "agentgym.integrations", "agentgym.cli")
+    old_paths += ("agentgym.parser", "agentgym.episode", "agentgym.app.trl", "agentgym.trainers.grpo")
+    for old in old_paths:
         with pytest.raises(ModuleNotFoundError):
             importlib.import_module(old)
 

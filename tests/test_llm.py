@@ -7,10 +7,10 @@ import pytest
 import torch
 
 import agentgym  # noqa: F401  (registers the envs)
-from agentgym.tools import ToolCall
-from agentgym.trainers.llm import LLMPolicy, token_logprobs
-from agentgym.trainers.rollout import OracleTeacher, RolloutConfig, collate, episode_metrics, rollout
-from agentgym.trainers.tiny_model import build_tiny_model
+from agentgym.core.tools import ToolCall
+from agentgym.trainers.llm.rollout import OracleTeacher, RolloutConfig, collate, episode_metrics, rollout
+from agentgym.trainers.models.policy import LLMPolicy, token_logprobs
+from agentgym.trainers.models.tiny_model import build_tiny_model
 
 WEATHER = "agentgym/WeatherRun-v0"
 

@@ -9,9 +9,9 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from agentgym.spaces import AnyText
-from agentgym.trainers.llm_ppo import LLMPPO, VALUE_HEAD_FILE, LLMPPOConfig
-from agentgym.trainers.rollout import RolloutConfig, rollout
+from agentgym.core.spaces import AnyText
+from agentgym.trainers.llm.ppo import LLMPPO, VALUE_HEAD_FILE, LLMPPOConfig
+from agentgym.trainers.llm.rollout import RolloutConfig, rollout
 from tests.test_grpo import VOWELS
 
 TWO_TURNS = "test/TwoTurns-v0"
@@ -135,8 +135,8 @@ def test_bad_ppo_configs_fail_before_compute(tmp_path):
 
 def test_a_reward_model_replaces_or_mixes_with_the_env_reward(tiny_model_path, tmp_path):
     """reward = env_reward_coef · env reward per turn + reward_model_coef · RM(transcript) at the last turn."""
-    from agentgym.trainers.llm import LLMPolicy
-    from agentgym.trainers.reward_model import RewardModel
+    from agentgym.trainers.llm.reward_model import RewardModel
+    from agentgym.trainers.models.policy import LLMPolicy
 
     torch.manual_seed(0)
     RewardModel.from_policy(LLMPolicy.from_pretrained(tiny_model_path)).save_pretrained(tmp_path / "rm")

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 import agentgym  # noqa: F401
-from agentgym.trainers.grpo import GRPO, GRPOConfig
-from agentgym.trainers.llm import LLMPolicy, has_adapters, prepare_policy, resolve_device, score_tokens
-from agentgym.trainers.rollout import RolloutConfig, collate
+from agentgym.trainers.llm.grpo import GRPO, GRPOConfig
+from agentgym.trainers.llm.rollout import RolloutConfig, collate
+from agentgym.trainers.models.policy import LLMPolicy, has_adapters, prepare_policy, resolve_device, score_tokens
 from tests.test_grpo import VOWELS  # the toy env: reward = share of vowels in the response
 
 pytest.importorskip("peft")
@@ -36,7 +36,7 @@ def lora_config(**overrides) -> GRPOConfig:
 
 
 def _probe_batch(policy: LLMPolicy) -> dict[str, torch.Tensor]:
-    from agentgym.trainers.rollout import Sample
+    from agentgym.trainers.llm.rollout import Sample
 
     samples = []
     for text in ("Say something.", "Is it a good day in Oslo?"):
@@ -185,7 +185,7 @@ def test_one_grpo_step_on_a_random_qwen2_model_loaded_from_disk(tmp_path):
 
 
 def test_ppo_with_lora_trains_the_adapters_and_the_value_head():
-    from agentgym.trainers.llm_ppo import LLMPPO, LLMPPOConfig
+    from agentgym.trainers.llm.ppo import LLMPPO, LLMPPOConfig
 
     config = LLMPPOConfig(
         env_id=VOWELS,

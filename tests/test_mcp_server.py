@@ -29,15 +29,15 @@ from mcp.client.stdio import stdio_client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 
 import agentgym  # noqa: E402, F401
-from agentgym.app.evaluation import evaluate_agent  # noqa: E402
-from agentgym.app.mcp_server import MAX_BODY_BYTES, NOT_PLAYED, EpisodeHost  # noqa: E402
-from agentgym.app.reports import load_episodes, load_summary  # noqa: E402
-from agentgym.parser import parse_tool_calls  # noqa: E402
-from agentgym.registration import ENV_IDS  # noqa: E402
+from agentgym.app.evaluation.reports import load_episodes, load_summary  # noqa: E402
+from agentgym.app.evaluation.runner import evaluate_agent  # noqa: E402
+from agentgym.app.serving.mcp_server import MAX_BODY_BYTES, NOT_PLAYED, EpisodeHost  # noqa: E402
+from agentgym.core.parser import parse_tool_calls  # noqa: E402
+from agentgym.core.registration import ENV_IDS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 WEATHER = "agentgym/WeatherRun-v0"
-SERVE = [sys.executable, "-m", "agentgym.cli", "serve", "mcp"]
+SERVE = [sys.executable, "-m", "agentgym.app.cli", "serve", "mcp"]
 CHILD_ENV = {"OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
 VOLATILE = {"agent", "agent_settings", "timing"}  # who played and how fast: everything else must match eval's
 
@@ -268,7 +268,7 @@ def test_every_env_is_servable_and_its_oracle_solves_a_task(env_id: str) -> None
 
 
 def test_cli_refuses_a_token_for_stdio_and_an_unset_token_variable(capsys: pytest.CaptureFixture[str]) -> None:
-    from agentgym.cli import main
+    from agentgym.app.cli import main
 
     assert main(["serve", "mcp", "--env", "CliffWalk-v0", "--token-env", "X_AGENTGYM_UNSET"]) == 2
     assert "--token-env guards --transport http" in capsys.readouterr().err

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from agentgym.registration import ENV_IDS
+from agentgym.core.registration import ENV_IDS
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")

@@ -1,4 +1,4 @@
-"""Numeracy drills (``tiny_corpus``) and the probes of a base's numeracy (``agentgym.trainers.numeracy``)."""
+"""Numeracy drills (``tiny_corpus``) and the probes of a base's numeracy (``agentgym.trainers.llm.numeracy``)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import re
 import gymnasium as gym
 
 import agentgym  # noqa: F401  (registers the ids)
+from agentgym.core.registration import ENV_IDS
 from agentgym.envs.weather.dataset import load_snapshot
-from agentgym.registration import ENV_IDS
-from agentgym.trainers.llm import LLMPolicy
-from agentgym.trainers.numeracy import hidden_rule_probe
-from agentgym.trainers.tiny_corpus import (
+from agentgym.trainers.llm.numeracy import hidden_rule_probe
+from agentgym.trainers.models.policy import LLMPolicy
+from agentgym.trainers.models.tiny_corpus import (
     NUMERACY_LEVELS,
     RESERVED_THRESHOLDS,
     CorpusMix,

@@ -11,8 +11,8 @@ import pytest
 
 import agentgym  # noqa: F401  (registers the ids)
 from agentgym.core import MAX_SHOWN_ACTION_CHARS, ObservationParts, Turn, parts_of, past_turn, recent_turns
-from agentgym.trainers.llm import LLMPolicy
-from agentgym.trainers.rollout import OracleTeacher, RolloutConfig, rollout
+from agentgym.trainers.llm.rollout import OracleTeacher, RolloutConfig, rollout
+from agentgym.trainers.models.policy import LLMPolicy
 from tests.test_core import Counter
 
 ENV_IDS = ["agentgym/CliffWalk-v0", "agentgym/WeatherRun-v0", "agentgym/SQLLookup-v0"]
@@ -212,7 +212,7 @@ def test_trl_tool_replies_are_the_observation_without_its_task_line():
     """Also when the env cuts a long observation (an ill-typed argument's error with the tool list, 353 characters,
     past a 300-character limit): the reply is the cut text from its second line on."""
     pytest.importorskip("trl")
-    from agentgym.app.trl import AgentGymEnvironment
+    from agentgym.app.integrations.trl import AgentGymEnvironment
 
     class TinyCounter(Counter):
         max_observation_length = 300

@@ -12,12 +12,12 @@ import gymnasium as gym
 import httpx
 import pytest
 
-from agentgym.app.evaluation import evaluate_agent
-from agentgym.app.http_service import HTTPService
-from agentgym.app.model_server import LLMResponder, ModelServer, ScriptedResponder, to_choice
-from agentgym.app.openai_agent import OpenAIAgent, OpenAIConfig
-from agentgym.app.reports import load_episodes
-from agentgym.cli import main
+from agentgym.app.cli import main
+from agentgym.app.evaluation.reports import load_episodes
+from agentgym.app.evaluation.runner import evaluate_agent
+from agentgym.app.integrations.openai_agent import OpenAIAgent, OpenAIConfig
+from agentgym.app.serving.http_service import HTTPService
+from agentgym.app.serving.model_server import LLMResponder, ModelServer, ScriptedResponder, to_choice
 from agentgym.envs.weather.env import WeatherRunEnv
 
 WEATHER = "agentgym/WeatherRun-v0"
@@ -151,7 +151,7 @@ def test_no_episode_is_reported_after_the_callback_raised(tmp_path):
 
 
 def test_the_tiny_model_served_over_http(tiny_model_path, tmp_path):
-    from agentgym.trainers.llm import LLMPolicy
+    from agentgym.trainers.models.policy import LLMPolicy
 
     with ModelServer(LLMResponder(LLMPolicy.from_pretrained(tiny_model_path), name="tiny")) as server:
         assert httpx.get(f"{server.url}/models", timeout=5).json()["data"][0]["id"] == "tiny"
@@ -193,7 +193,7 @@ def test_the_tiny_model_served_over_http(tiny_model_path, tmp_path):
 
 
 def test_the_model_server_checks_what_the_model_is_given(tiny_model_path):
-    from agentgym.trainers.llm import LLMPolicy
+    from agentgym.trainers.models.policy import LLMPolicy
 
     with ModelServer(LLMResponder(LLMPolicy.from_pretrained(tiny_model_path), name="tiny")) as server:
         url = f"{server.url}/chat/completions"
@@ -375,7 +375,7 @@ def test_serve_model_command_with_the_scripted_oracle(capsys):
         [
             sys.executable,
             "-m",
-            "agentgym.cli",
+            "agentgym.app.cli",
             "serve",
             "model",
             "--scripted",

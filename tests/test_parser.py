@@ -1,4 +1,4 @@
-"""The tolerant tool-call parser (agentgym.parser) and the Tool it resolves calls against."""
+"""The tolerant tool-call parser (agentgym.core.parser) and the Tool it resolves calls against."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentgym import parser
-from agentgym.parser import ParseResult, parse_tool_calls
-from agentgym.tools import Tool, ToolCall, ToolError, tool
+from agentgym.core import parser
+from agentgym.core.parser import ParseResult, parse_tool_calls
+from agentgym.core.tools import Tool, ToolCall, ToolError, tool
 
 
 @tool

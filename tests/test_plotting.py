@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import matplotlib.image
 
-from agentgym.trainers.plotting import _effective_window, learning_phases, plot_learning_curves
+from agentgym.trainers.run.plotting import _effective_window, learning_phases, plot_learning_curves
 
 # A run from the base: no tools for 4 steps, then tools; test success reaches 90 % at step 12.
 ROWS = [

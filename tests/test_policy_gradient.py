@@ -11,6 +11,7 @@ import torch
 from pydantic import ValidationError
 
 import agentgym  # noqa: F401
+from agentgym.core.wrappers import DiscreteToolActions
 from agentgym.trainers.advantages import (
     discounted_returns,
     entropy,
@@ -20,9 +21,8 @@ from agentgym.trainers.advantages import (
     ppo_clip_loss,
     value_loss,
 )
-from agentgym.trainers.ppo import PPO
-from agentgym.trainers.reinforce import REINFORCE
-from agentgym.wrappers import DiscreteToolActions
+from agentgym.trainers.classic.ppo import PPO
+from agentgym.trainers.classic.reinforce import REINFORCE
 
 ENV_ID = "agentgym/CliffWalk-v0"
 
@@ -275,15 +275,15 @@ def test_rejects_env_without_discrete_view():
 
 
 def test_each_algorithm_file_stands_alone():
-    """PPO and REINFORCE share their networks through agentgym.trainers.torch_agent, never through each other,
+    """PPO and REINFORCE share their networks through agentgym.trainers.classic.torch_agent, never through each other,
     so editing one algorithm's file cannot change the other (imports inside functions count too)."""
     import ast
     from pathlib import Path
 
-    trainers = Path(__file__).resolve().parents[1] / "trainers"
+    trainers = Path(__file__).resolve().parents[1] / "trainers" / "classic"
     for name, other in [("ppo", "reinforce"), ("reinforce", "ppo")]:
         tree = ast.parse((trainers / f"{name}.py").read_text(encoding="utf-8"))
         imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
         imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-        assert f"agentgym.trainers.{other}" not in imported, f"{name}.py imports {other}.py"
-        assert "agentgym.trainers.torch_agent" in imported
+        assert f"agentgym.trainers.classic.{other}" not in imported, f"{name}.py imports {other}.py"
+        assert "agentgym.trainers.classic.torch_agent" in imported

@@ -11,18 +11,18 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from agentgym.spaces import AnyText
-from agentgym.tools import ToolCall
-from agentgym.trainers.llm import LLMPolicy
-from agentgym.trainers.preferences import (
+from agentgym.core.spaces import AnyText
+from agentgym.core.tools import ToolCall
+from agentgym.trainers.llm.preferences import (
     PreferencePair,
     pairs_from_episodes,
     preference_pairs_from_rollouts,
     read_pairs,
     write_pairs,
 )
-from agentgym.trainers.reward_model import RewardModel, RewardModelConfig, RewardModelTrainer, bradley_terry_loss
-from agentgym.trainers.rollout import Episode, RolloutConfig, random_resets, rollout
+from agentgym.trainers.llm.reward_model import RewardModel, RewardModelConfig, RewardModelTrainer, bradley_terry_loss
+from agentgym.trainers.llm.rollout import Episode, RolloutConfig, random_resets, rollout
+from agentgym.trainers.models.policy import LLMPolicy
 from tests.test_grpo import VOWELS
 
 TWO_TURNS = "test/TwoTurnVowels-v0"

@@ -1,4 +1,5 @@
-"""Linear probes of a model's decision (agentgym.trainers.probe), hindsight decision labels, and the cosine schedule."""
+"""Linear probes of a model's decision (agentgym.trainers.llm.probe), hindsight decision labels, and the cosine
+schedule."""
 
 from __future__ import annotations
 
@@ -10,11 +11,10 @@ import torch
 from transformers import AutoModelForCausalLM
 
 import agentgym  # noqa: F401
+from agentgym.app.cli import main
 from agentgym.app.recipes import TINY
-from agentgym.cli import main
-from agentgym.trainers.llm import LLMPolicy
-from agentgym.trainers.optim import adamw_with_warmup
-from agentgym.trainers.probe import (
+from agentgym.trainers.llm.optim import adamw_with_warmup
+from agentgym.trainers.llm.probe import (
     DecisionReplay,
     DecisionSet,
     decision_key,
@@ -23,7 +23,8 @@ from agentgym.trainers.probe import (
     probe,
     split_decisions,
 )
-from agentgym.trainers.rollout import OracleTeacher, RolloutConfig, rollout
+from agentgym.trainers.llm.rollout import OracleTeacher, RolloutConfig, rollout
+from agentgym.trainers.models.policy import LLMPolicy
 
 WEATHER = "agentgym/WeatherRun-v0"
 CONFIG = RolloutConfig(**TINY["grpo"]["rollout"])
@@ -128,7 +129,7 @@ def test_probe_command_prints_json_and_plots(tmp_path, capsys):
 
 def test_grpo_decision_coef_trains_on_hindsight_labels():
     from agentgym.app.recipes import tiny_overrides
-    from agentgym.trainers.grpo import GRPO, GRPOConfig
+    from agentgym.trainers.llm.grpo import GRPO, GRPOConfig
 
     settings = tiny_overrides("grpo", WEATHER) | {
         "tasks_per_step": 4,
@@ -199,7 +200,7 @@ def test_a_crafted_decision_replay_file_is_refused_and_changes_nothing(tmp_path,
 
 def test_grpo_decision_replay_trains_on_past_days_and_resumes_with_its_buffer(tmp_path):
     from agentgym.app.recipes import tiny_overrides
-    from agentgym.trainers.grpo import GRPO, GRPOConfig
+    from agentgym.trainers.llm.grpo import GRPO, GRPOConfig
 
     settings = tiny_overrides("grpo", WEATHER) | {
         "tasks_per_step": 4,

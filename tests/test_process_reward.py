@@ -11,8 +11,8 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import agentgym  # noqa: F401  (registers the envs)
-from agentgym.app.audit import audit_run
-from agentgym.tools import ToolCall
+from agentgym.app.evaluation.audit import audit_run
+from agentgym.core.tools import ToolCall
 
 
 def call(tool: str, **arguments) -> str:

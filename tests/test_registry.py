@@ -6,9 +6,9 @@ import textwrap
 import gymnasium as gym
 import pytest
 
-import agentgym.registration as registration
-from agentgym.conformance import ConformanceError, check_tool_env
-from agentgym.registration import ENV_IDS, declared_ids, declared_recipes
+import agentgym.core.registration as registration
+from agentgym.core.conformance import ConformanceError, check_tool_env
+from agentgym.core.registration import ENV_IDS, declared_ids, declared_recipes
 
 
 def test_every_id_is_declared_by_its_task_folder_and_registered():

@@ -13,9 +13,9 @@ import pytest
 import torch
 
 import agentgym  # noqa: F401  (registers the ids)
-from agentgym.app.env_server import EnvServer
-from agentgym.app.evaluation import evaluate_agent
-from agentgym.cli import main
+from agentgym.app.cli import main
+from agentgym.app.evaluation.runner import evaluate_agent
+from agentgym.app.serving.env_server import EnvServer
 from agentgym.core import parts_of
 from agentgym.envs.remote import RemoteVectorEnv
 
@@ -34,8 +34,8 @@ def _remote(servers, **kwargs):
 
 
 def test_summary_mode_rollouts_are_token_identical_on_remote_envs(weather, tiny_model_path):
-    from agentgym.trainers.llm import LLMPolicy
-    from agentgym.trainers.rollout import RolloutConfig, rollout
+    from agentgym.trainers.llm.rollout import RolloutConfig, rollout
+    from agentgym.trainers.models.policy import LLMPolicy
 
     policy = LLMPolicy.from_pretrained(tiny_model_path)
     config = RolloutConfig(context="summary", history=2, max_new_tokens=12, max_turns=3, temperature=1.0)

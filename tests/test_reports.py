@@ -11,8 +11,14 @@ from pathlib import Path
 import gymnasium
 import pytest
 
-from agentgym.app.reports import EpisodeRecord, _git_state, breakdown_tables, collect_provenance, success_figure
-from agentgym.summary import (
+from agentgym.app.evaluation.reports import (
+    EpisodeRecord,
+    _git_state,
+    breakdown_tables,
+    collect_provenance,
+    success_figure,
+)
+from agentgym.core.summary import (
     RunConfig,
     RunSummary,
     TaskFacts,
@@ -115,7 +121,7 @@ def test_provenance_names_versions_commit_and_machine_without_importing_torch():
     head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True)
     if head.returncode == 0:  # the tests run from a checkout
         assert facts.git_commit == head.stdout.strip() and isinstance(facts.git_dirty, bool)
-    code = "import sys, agentgym.app.reports as r; r.collect_provenance(); print('torch' in sys.modules)"
+    code = "import sys, agentgym.app.evaluation.reports as r; r.collect_provenance(); print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "False", out.stderr
 

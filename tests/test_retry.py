@@ -1,4 +1,4 @@
-"""agentgym.wrappers.Retry: same task again after a failure, feedback without the answer, the discounted reward,
+"""agentgym.core.wrappers.Retry: same task again after a failure, feedback without the answer, the discounted reward,
 check_env on a wrapped env, and pass@1 / success-within-k in evaluation."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import agentgym  # noqa: F401  (registers the envs)
-from agentgym.app.evaluation import evaluate_agent, retry_stats
-from agentgym.cli import main
+from agentgym.app.cli import main
+from agentgym.app.evaluation.runner import evaluate_agent, retry_stats
+from agentgym.core.episode import EpisodeRecord
+from agentgym.core.tools import ToolCall
+from agentgym.core.wrappers import RETRY_HEADER, Retry
 from agentgym.envs.weather.dataset import is_suitable
-from agentgym.episode import EpisodeRecord
-from agentgym.tools import ToolCall
-from agentgym.wrappers import RETRY_HEADER, Retry
 
 
 def call(tool: str, **arguments) -> str:

@@ -11,12 +11,12 @@ from types import SimpleNamespace
 import pytest
 
 import agentgym
-from agentgym.cli import _budget_settings, main
-from agentgym.episode import EpisodeRecord
+from agentgym.app.cli import _budget_settings, main
+from agentgym.core.episode import EpisodeRecord
 from agentgym.trainers import TRAINERS, trainer_spec
-from agentgym.trainers.config import AdamWConfig, CheckpointConfig, EnvConfig, EvalConfig, OptimizerConfig
-from agentgym.trainers.rollout import Episode, Sample
-from agentgym.trainers.run_dir import EpisodeLog, RunDir
+from agentgym.trainers.llm.config import AdamWConfig, CheckpointConfig, EnvConfig, EvalConfig, OptimizerConfig
+from agentgym.trainers.llm.rollout import Episode, Sample
+from agentgym.trainers.run.run_dir import EpisodeLog, RunDir
 
 
 def test_a_run_directory_writes_config_with_provenance_and_names_its_files(tmp_path):
@@ -92,7 +92,7 @@ def test_the_configs_compose_the_shared_pieces_and_keep_each_trainers_defaults()
 
 
 def test_evaluate_split_takes_the_eval_piece_not_any_object():
-    from agentgym.trainers.rollout import evaluate_split
+    from agentgym.trainers.llm.rollout import evaluate_split
 
     with pytest.raises(TypeError, match="EvalConfig"):
         evaluate_split(None, SimpleNamespace(env_id="agentgym/WeatherRun-v0"))  # type: ignore[arg-type]
@@ -100,11 +100,11 @@ def test_evaluate_split_takes_the_eval_piece_not_any_object():
 
 def test_one_registry_serves_python_and_the_cli_and_loads_trainers_lazily():
     code = (
-        "import sys, agentgym.trainers as t, agentgym.cli\n"
+        "import sys, agentgym.trainers as t, agentgym.app.cli\n"
         "assert 'torch' not in sys.modules and 'transformers' not in sys.modules, 'heavy import'\n"
         "from agentgym.trainers import GRPO, SFT, DPO, PPO, QLearning, SARSA, REINFORCE, LLMPPO, RewardModelTrainer\n"
-        "from agentgym.trainers.grpo import GRPO as G\n"
-        "assert GRPO is G and QLearning.__module__ == 'agentgym.trainers.tabular'\n"
+        "from agentgym.trainers.llm.grpo import GRPO as G\n"
+        "assert GRPO is G and QLearning.__module__ == 'agentgym.trainers.classic.tabular'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
     assert set(TRAINERS) == {"q-learning", "sarsa", "reinforce", "ppo", "sft", "grpo", "llm-ppo", "dpo", "reward-model"}
@@ -140,12 +140,12 @@ def test_a_flag_that_sets_nothing_is_a_one_line_error(tmp_path, capsys):
 
 
 def test_a_bug_inside_a_command_keeps_its_traceback(monkeypatch, tmp_path, capsys):
-    import agentgym.trainers.classic
+    import agentgym.trainers.classic.runs
 
     def buggy(*args, **kwargs):
         return None + 1  # a TypeError the user did not cause
 
-    monkeypatch.setattr(agentgym.trainers.classic, "train", buggy)
+    monkeypatch.setattr(agentgym.trainers.classic.runs, "train", buggy)
     with pytest.raises(TypeError, match="unsupported operand"):
         main(["train", "q-learning", "--episodes", "3", "--out", str(tmp_path)])
     # what a user gets wrong is still one line: a keyword the env does not take

@@ -393,7 +393,7 @@ def warm_env(request, tmp_path_factory):
 
 
 def act(env, name: str, code: str) -> tuple[str, float, bool]:
-    from agentgym.tools import ToolCall
+    from agentgym.core.tools import ToolCall
 
     observation, reward, terminated, _, _ = env.step(ToolCall(name, {"code": code}).to_text())
     return observation, reward, terminated

@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from agentgym.trainers.sft import SFT, SFTConfig
+from agentgym.trainers.llm.sft import SFT, SFTConfig
 
 CONFIG = {
     "episodes": 24,

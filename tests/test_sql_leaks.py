@@ -3,6 +3,7 @@
 import pytest
 
 from agentgym.envs.sql import dataset as sql_data
+from agentgym.envs.sql.build import generate as sql_build
 from agentgym.envs.sql.leaks import LeakCheck, question_key, sql_key
 
 GOLD = "SELECT first_name, last_name FROM employees WHERE last_name LIKE 'D%' ORDER BY last_name, first_name"
@@ -51,7 +52,7 @@ def test_task():
 
 @pytest.fixture(scope="module")
 def leaks():
-    with sql_data.test_leak_check() as check:
+    with sql_build.test_leak_check() as check:
         yield check
 
 
@@ -77,16 +78,16 @@ def test_a_near_duplicate_question_leaks_only_when_its_rows_are_the_test_rows(le
 
 def test_the_check_is_the_filter_generation_uses():
     # Unfiltered, the training families on v0's database draw many test tasks; filtered, none.
-    raw = sql_data.build_tasks(sql_data.DATABASE_V0, sql_data.TRAINING_SEED, 12, one_offs=False)
-    with sql_data.test_leak_check() as check:
+    raw = sql_build.build_tasks(sql_data.DATABASE_V0, sql_build.TRAINING_SEED, 12, one_offs=False)
+    with sql_build.test_leak_check() as check:
         assert sum(check.reason(t.question, t.gold_sql) is not None for t in raw) > 50
-        kept = sql_data.build_tasks(sql_data.DATABASE_V0, sql_data.TRAINING_SEED, 12, exclude=check, one_offs=False)
+        kept = sql_build.build_tasks(sql_data.DATABASE_V0, sql_build.TRAINING_SEED, 12, exclude=check, one_offs=False)
         assert kept and all(check.reason(t.question, t.gold_sql) is None for t in kept)
 
 
 def test_the_shipped_training_set_holds_no_test_task_by_sqlites_rules():
     training = sql_data.load_tasks(sql_data.TRAINING_TASKS)
-    sql_data.assert_no_test_leak(training)
+    sql_build.assert_no_test_leak(training)
     assert not any("LIKE 'd%'" in t.gold_sql and t.family == "employees_by_initial" for t in training)
 
 
@@ -94,4 +95,4 @@ def test_v1_holds_exactly_its_one_documented_leak():
     v1 = sql_data.load_tasks(sql_data.TASKS_V1)
     with LeakCheck([t for t in v1 if t.split == "test"], [sql_data.DATABASE_V0, sql_data.TRAINING_DATABASE]) as check:
         found = {t.id for t in v1 if t.split == "train" and check.reason(t.question, t.gold_sql) is not None}
-    assert found == sql_data.V1_KNOWN_LEAKS
+    assert found == sql_build.V1_KNOWN_LEAKS

@@ -8,7 +8,7 @@ from pathlib import Path
 import gymnasium as gym
 
 import agentgym  # noqa: F401  (registers agentgym/*)
-from agentgym.episode import EpisodeRecord
+from agentgym.core.episode import EpisodeRecord
 
 ROOT = Path(__file__).resolve().parents[1]
 

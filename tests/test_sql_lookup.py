@@ -13,28 +13,26 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 from gymnasium.wrappers import TimeLimit
 
-from agentgym.app.evaluation import RandomAgent, evaluate
+from agentgym.app.evaluation.runner import RandomAgent, evaluate
+from agentgym.core.data import sha256_file
+from agentgym.core.tools import ToolCall
+from agentgym.core.wrappers import DiscreteToolActions
+from agentgym.envs.sql.build.generate import BUILT_WITH_SQLITE, build_database, build_tasks
 from agentgym.envs.sql.dataset import (
-    BUILT_WITH_SQLITE,
     DATABASE_V0,
     DATABASE_V0_CONTENT_SHA256,
     DATABASE_V0_SHA256,
     DIFFICULTIES,
     TASKS_V0,
     TASKS_V0_SHA256,
-    build_database,
-    build_tasks,
     content_sha256,
     has_top_level_order_by,
     load_tasks,
-    sha256_file,
     write_tasks,
 )
 from agentgym.envs.sql.env import SQLLookupEnv, looks_empty, results_match, rows_from_value
 from agentgym.envs.sql.safety import QueryError, ReadOnlySQLite, check_statement
-from agentgym.tools import ToolCall
 from agentgym.trainers import QLearning
-from agentgym.wrappers import DiscreteToolActions
 
 MAX_STEPS = 12
 

@@ -1,4 +1,4 @@
-"""Generated SQL training questions (sql_data.build_training_tasks): many, playable, and never a test question."""
+"""Generated SQL training questions (sql_build.build_training_tasks): many, playable, and never a test question."""
 
 from collections import Counter
 
@@ -7,11 +7,12 @@ import pytest
 
 import agentgym  # noqa: F401 (registers the ids)
 from agentgym.envs.sql import dataset as sql_data
+from agentgym.envs.sql.build import generate as sql_build
 
 
 @pytest.fixture(scope="module")
 def generated():
-    return sql_data.build_training_tasks()
+    return sql_build.build_training_tasks()
 
 
 def _squeezed(text: str) -> str:
@@ -30,9 +31,9 @@ def test_no_generated_question_or_gold_query_is_a_test_one(generated):
 
 def test_the_filter_is_what_keeps_test_questions_out():
     # The same families with the same seed but no exclusion do produce test questions (202 of 600 measured).
-    reserved = {text for t in sql_data.test_tasks() for text in (t.question, t.gold_sql)}
-    raw = sql_data.build_tasks(
-        sql_data.DATABASE_V0, sql_data.TRAINING_SEED, sql_data.TRAINING_INSTANCES, one_offs=False
+    reserved = {text for t in sql_build.test_tasks() for text in (t.question, t.gold_sql)}
+    raw = sql_build.build_tasks(
+        sql_data.DATABASE_V0, sql_build.TRAINING_SEED, sql_build.TRAINING_INSTANCES, one_offs=False
     )
     assert sum(t.question in reserved or t.gold_sql in reserved for t in raw) > 50
 
@@ -46,7 +47,7 @@ def test_generated_set_is_large_varied_and_all_train(generated):
 
 
 def test_generation_is_deterministic(generated):
-    assert [t.model_dump() for t in sql_data.build_training_tasks()] == [t.model_dump() for t in generated]
+    assert [t.model_dump() for t in sql_build.build_training_tasks()] == [t.model_dump() for t in generated]
 
 
 def test_the_env_plays_generated_questions_and_the_oracle_solves_them(generated, tmp_path):

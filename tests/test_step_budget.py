@@ -18,8 +18,8 @@ import pytest
 
 import agentgym  # noqa: F401  (registers the ids)
 from agentgym.core import ToolEnv
+from agentgym.core.registration import ENV_IDS
 from agentgym.envs.sandbox import layer_status
-from agentgym.registration import ENV_IDS
 
 call = ToolEnv.canonical
 LAYER = next((layer for layer, problem in layer_status().items() if layer != "unsafe" and problem is None), None)

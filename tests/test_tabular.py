@@ -6,8 +6,8 @@ import pytest
 from pydantic import ValidationError
 
 import agentgym  # noqa: F401
+from agentgym.core.wrappers import DiscreteToolActions
 from agentgym.trainers import SARSA, QLearning
-from agentgym.wrappers import DiscreteToolActions
 
 ENV_ID = "agentgym/CliffWalk-v0"
 

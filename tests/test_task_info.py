@@ -14,13 +14,13 @@ import pytest
 from pydantic import Field
 
 import agentgym
-from agentgym.app.env_server import EnvServer
+from agentgym.app.serving.env_server import EnvServer
 from agentgym.core import RewardWeights, TaskInfo, ToolEnv, task_info
-from agentgym.data import sha256_file
+from agentgym.core.data import sha256_file
+from agentgym.core.registration import ENV_IDS, make_env, split_kwargs
+from agentgym.core.wrappers import DiscreteToolActions, DiscreteView
 from agentgym.envs.sandbox import layer_status
 from agentgym.envs.sql.env import SQLLookupEnv
-from agentgym.registration import ENV_IDS, make_env, split_kwargs
-from agentgym.wrappers import DiscreteToolActions, DiscreteView
 
 SHIPPED = {sha256_file(path) for path in Path(agentgym.envs.__file__).parent.glob("*/data/*")}
 """The checksums of the data files the package ships: a declared checksum is one of them."""

@@ -14,8 +14,8 @@ import pytest
 from pydantic import BaseModel, Field
 
 import agentgym  # noqa: F401
-from agentgym.registration import ENV_IDS
-from agentgym.tools import tool
+from agentgym.core.registration import ENV_IDS
+from agentgym.core.tools import tool
 
 SAMPLES = 200
 pytestmark = pytest.mark.filterwarnings("ignore:.*is out of date")  # the -v0 ids, beside their -v1

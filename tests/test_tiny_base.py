@@ -12,12 +12,12 @@ import gymnasium as gym
 import pytest
 
 import agentgym  # noqa: F401  (registers the ids)
+from agentgym.core.parser import parse_tool_calls
+from agentgym.core.registration import ENV_IDS
 from agentgym.envs.weather.dataset import load_snapshot
-from agentgym.parser import parse_tool_calls
-from agentgym.registration import ENV_IDS
-from agentgym.trainers.llm import LLMPolicy
-from agentgym.trainers.tiny_corpus import CorpusMix, chat_documents, made_up_name
-from agentgym.trainers.tiny_model import BASE_DIR, BASE_STAGES, base_model_path
+from agentgym.trainers.models.policy import LLMPolicy
+from agentgym.trainers.models.tiny_corpus import CorpusMix, chat_documents, made_up_name
+from agentgym.trainers.models.tiny_model import BASE_DIR, BASE_STAGES, base_model_path
 
 STAGE_MIXES = [CorpusMix(**stage["mix"]) for stage in BASE_STAGES]
 STAGE_DIGESTS = ["8fbea19548a2564e", "9465367d24548a53", "4b811b043a8c8a87"]  # their first 300 chats, SHA-256
@@ -76,7 +76,7 @@ def test_base_copies_unseen_multi_word_names_exactly():
 
 def test_pretraining_is_a_function_of_the_seed(tmp_path):
     """Two short builds with the same seed write the same files, byte for byte (same machine and threads)."""
-    from agentgym.trainers.tiny_model import pretrain_base
+    from agentgym.trainers.models.tiny_model import pretrain_base
 
     kwargs = dict(
         steps=2,
@@ -96,8 +96,8 @@ def test_pretraining_is_a_function_of_the_seed(tmp_path):
 
 def test_continued_pretraining_keeps_the_tokenizer_and_moves_the_weights(tmp_path):
     """``pretrain --init DIR`` (a second stage on another mix, the user's tokens weighted too) goes on from DIR."""
-    from agentgym.trainers.tiny_corpus import CorpusMix
-    from agentgym.trainers.tiny_model import pretrain_base
+    from agentgym.trainers.models.tiny_corpus import CorpusMix
+    from agentgym.trainers.models.tiny_model import pretrain_base
 
     small = dict(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64, threads=1)
     first = pretrain_base(tmp_path / "a", steps=2, batch_size=4, progress_bar=False, **small)
@@ -112,7 +112,7 @@ def test_continued_pretraining_keeps_the_tokenizer_and_moves_the_weights(tmp_pat
 
 def test_the_stage_corpora_are_the_ones_the_shipped_base_was_built_from():
     """Changing a stage's mix (or a draw in the generator) changes its corpus: the shipped weights would no longer
-    be what ``python -m agentgym.trainers.tiny_model pretrain`` builds. Options draw nothing at their default, so
+    be what ``python -m agentgym.trainers.models.tiny_model pretrain`` builds. Options draw nothing at their default, so
     ``CorpusMix()`` is still the corpus of the first base (``c2b7…``)."""
     import hashlib
     import json
@@ -132,7 +132,7 @@ def test_the_stage_corpora_are_the_ones_the_shipped_base_was_built_from():
 
 def test_build_base_runs_its_stages_one_after_the_other(tmp_path):
     """``build_base`` (what ``pretrain`` with no options runs) equals the stages run by hand with ``init``."""
-    from agentgym.trainers.tiny_model import build_base, pretrain_base
+    from agentgym.trainers.models.tiny_model import build_base, pretrain_base
 
     small = dict(batch_size=4, hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64)
     stages = [
@@ -163,7 +163,7 @@ def test_grpo_from_the_base_learns_to_use_the_tools():
     import torch
 
     from agentgym.app.recipes import TINY
-    from agentgym.trainers.grpo import GRPO, GRPOConfig
+    from agentgym.trainers.llm.grpo import GRPO, GRPOConfig
 
     torch.set_num_threads(2)
     results = []

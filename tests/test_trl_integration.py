@@ -1,4 +1,4 @@
-"""agentgym.app.trl: TRL's GRPOTrainer trains the tiny model on WeatherRun through environment_factory and
+"""agentgym.app.integrations.trl: TRL's GRPOTrainer trains the tiny model on WeatherRun through environment_factory and
 through rollout_func, and the rewards TRL logs are the env's own when the same actions are replayed."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ trl = pytest.importorskip("trl")
 pytestmark = pytest.mark.filterwarnings("ignore:.*gradient_checkpointing.*:FutureWarning")  # transformers 5 vs TRL
 
 import agentgym  # noqa: E402,F401
-from agentgym.app.trl import (  # noqa: E402
+from agentgym.app.integrations.trl import (  # noqa: E402
     RESET_KEY,
     AgentGymRollout,
     agentgym_reward_func,
@@ -236,7 +236,7 @@ def test_rollout_func_trains_with_env_masks_and_env_returns(tiny_model_path, tmp
     after = weights(trainer.model)
     assert any(not torch.equal(before[n], after[n]) for n in before)
     # every episode is logged as agentgym's trainers log theirs, so the audit and the flywheel read the TRL run
-    from agentgym.app.audit import audit_run, read_logged_episodes
+    from agentgym.app.evaluation.audit import audit_run, read_logged_episodes
 
     log_dir = tmp_path / "out" / "agentgym"
     records = read_logged_episodes(log_dir / "episodes.jsonl")
@@ -356,7 +356,7 @@ def test_trl_stays_optional():
         "assert 'trl' not in sys.modules, 'import agentgym imported trl'\n"
         "sys.modules['trl'] = None\n"
         "try:\n"
-        "    import agentgym.app.trl\n"
+        "    import agentgym.app.integrations.trl\n"
         "except ImportError as exc:\n"
         "    print(exc)\n"
     )

@@ -9,13 +9,14 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import agentgym  # noqa: F401 (registers the ids)
-from agentgym.app.evaluation import evaluate
-from agentgym.data import sha256_file
+from agentgym.app.evaluation.runner import evaluate
+from agentgym.core.data import sha256_file
 from agentgym.envs.code import dataset as code_data
-from agentgym.envs.code import families as code_families
+from agentgym.envs.code.build import families as code_families
 from agentgym.envs.code.dataset import TASKS_V0, TASKS_V0_SHA256, TASKS_V1, TASKS_V1_SHA256, verify_tasks
 from agentgym.envs.sandbox import Sandbox, layer_status
 from agentgym.envs.sql import dataset as sql_data
+from agentgym.envs.sql.build import generate as sql_build
 
 STATUS = layer_status()
 LAYER = next((layer for layer in ("bwrap", "unshare") if STATUS[layer] is None), None)
@@ -46,7 +47,7 @@ def test_code_v1_rebuilds_byte_for_byte(tmp_path):
 
 
 def test_sql_v1_rebuilds_byte_for_byte(tmp_path):
-    assert sql_data.write_tasks(sql_data.build_tasks_v1(), tmp_path / "sql_tasks_v1.jsonl") == sql_data.TASKS_V1_SHA256
+    assert sql_data.write_tasks(sql_build.build_tasks_v1(), tmp_path / "sql_tasks_v1.jsonl") == sql_data.TASKS_V1_SHA256
 
 
 def test_code_v1_sizes_and_families():

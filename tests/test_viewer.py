@@ -23,9 +23,9 @@ import gymnasium as gym
 import httpx
 import pytest
 
-from agentgym.app.viewer import EpisodeIndex, ViewerServer
-from agentgym.cli import main
-from agentgym.episode import EpisodeRecord
+from agentgym.app.cli import main
+from agentgym.app.serving.viewer import EpisodeIndex, ViewerServer
+from agentgym.core.episode import EpisodeRecord
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (apt-get install chromium)")
@@ -190,7 +190,7 @@ def test_the_bar_eval_then_view_then_the_dumped_dom_shows_success_and_env(tmp_pa
         [
             sys.executable,
             "-m",
-            "agentgym.cli",
+            "agentgym.app.cli",
             "eval",
             "--env",
             "WeatherRun-v0",
@@ -210,7 +210,7 @@ def test_the_bar_eval_then_view_then_the_dumped_dom_shows_success_and_env(tmp_pa
         [
             sys.executable,
             "-m",
-            "agentgym.cli",
+            "agentgym.app.cli",
             "view",
             str(run),
             "--port",

@@ -11,8 +11,8 @@ import httpx
 import pytest
 
 import agentgym
-from agentgym.app.http_service import HTTPService
-from agentgym.app.weather_server import WeatherServer
+from agentgym.app.serving.http_service import HTTPService
+from agentgym.app.serving.weather_server import WeatherServer
 from agentgym.envs.weather.dataset import load_snapshot
 from agentgym.envs.weather.env import WeatherOracle
 
@@ -116,7 +116,7 @@ def test_server_down_is_an_observation():
 
 def test_serve_command_serves_the_snapshot():
     proc = subprocess.Popen(
-        [sys.executable, "-m", "agentgym.cli", "serve", "weather", "--port", "0"], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-m", "agentgym.app.cli", "serve", "weather", "--port", "0"], stdout=subprocess.PIPE, text=True
     )
     try:
         line = proc.stdout.readline()

@@ -9,12 +9,13 @@ import torch
 from pydantic import ValidationError
 
 import agentgym
-from agentgym.app.evaluation import evaluate
+from agentgym.app.evaluation.runner import evaluate
+from agentgym.core.wrappers import DiscreteToolActions
+from agentgym.envs.weather.build.snapshot import generate_snapshot
 from agentgym.envs.weather.dataset import (
     SNAPSHOT_V0,
     SNAPSHOT_V0_SHA256,
     city_key,
-    generate_snapshot,
     is_suitable,
     load_snapshot,
     sha256_file,
@@ -22,7 +23,6 @@ from agentgym.envs.weather.dataset import (
 )
 from agentgym.envs.weather.env import WeatherOracle
 from agentgym.trainers import PPO, REINFORCE, QLearning
-from agentgym.wrappers import DiscreteToolActions
 
 ENV_ID = "agentgym/WeatherRun-v0"
 call = agentgym.ToolEnv.canonical

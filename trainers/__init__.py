@@ -6,7 +6,7 @@ Each trainer and its ``*Config`` is imported on first use (PEP 562), so ``import
 ``agentgym`` command) loads neither torch nor transformers until a trainer is asked for.
 
 :data:`TRAINERS` maps each CLI name (``agentgym train NAME``) to a :class:`TrainerSpec`; the CLI and
-:func:`agentgym.trainers.classic.train` look trainers up there and nowhere else.
+:func:`agentgym.trainers.classic.runs.train` look trainers up there and nowhere else.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Any
 
-from agentgym.trainers.base import DiscreteAgent
+from agentgym.trainers.classic.base import DiscreteAgent
 
 __all__ = [
     "DPO",
@@ -70,15 +70,15 @@ class TrainerSpec:
 TRAINERS: dict[str, TrainerSpec] = {
     spec.name: spec
     for spec in (
-        TrainerSpec("q-learning", "tabular", "QLearning", "TabularConfig", "episodes", llm=False),
-        TrainerSpec("sarsa", "tabular", "SARSA", "TabularConfig", "episodes", llm=False),
-        TrainerSpec("reinforce", "reinforce", "REINFORCE", "REINFORCEConfig", "episodes", llm=False),
-        TrainerSpec("ppo", "ppo", "PPO", "PPOConfig", "timesteps", llm=False),
-        TrainerSpec("sft", "sft", "SFT", "SFTConfig", "episodes", llm=True, resumable=True),
-        TrainerSpec("grpo", "grpo", "GRPO", "GRPOConfig", "steps", llm=True, resumable=True),
-        TrainerSpec("llm-ppo", "llm_ppo", "LLMPPO", "LLMPPOConfig", "steps", llm=True, resumable=True),
-        TrainerSpec("dpo", "dpo", "DPO", "DPOConfig", "rounds", llm=True),
-        TrainerSpec("reward-model", "reward_model", "RewardModelTrainer", "RewardModelConfig", "tasks", llm=True),
+        TrainerSpec("q-learning", "classic.tabular", "QLearning", "TabularConfig", "episodes", llm=False),
+        TrainerSpec("sarsa", "classic.tabular", "SARSA", "TabularConfig", "episodes", llm=False),
+        TrainerSpec("reinforce", "classic.reinforce", "REINFORCE", "REINFORCEConfig", "episodes", llm=False),
+        TrainerSpec("ppo", "classic.ppo", "PPO", "PPOConfig", "timesteps", llm=False),
+        TrainerSpec("sft", "llm.sft", "SFT", "SFTConfig", "episodes", llm=True, resumable=True),
+        TrainerSpec("grpo", "llm.grpo", "GRPO", "GRPOConfig", "steps", llm=True, resumable=True),
+        TrainerSpec("llm-ppo", "llm.ppo", "LLMPPO", "LLMPPOConfig", "steps", llm=True, resumable=True),
+        TrainerSpec("dpo", "llm.dpo", "DPO", "DPOConfig", "rounds", llm=True),
+        TrainerSpec("reward-model", "llm.reward_model", "RewardModelTrainer", "RewardModelConfig", "tasks", llm=True),
     )
 }
 

@@ -1,4 +1,4 @@
-"""The applications on top of the tasks and the learners: evaluation and reports (``evaluation``,
-``reports``, ``openai_agent``), servers (``weather_server``, ``model_server`` on ``http_service``), the
-``demo``, the tiny-model ``recipes``, ``audit`` and the TRL integration (``trl``). ``agentgym.cli`` is the
-face over them. Each module imports its heavy dependencies only when imported itself."""
+"""The applications, on top of the tasks and the learners: ``serving`` (the env, MCP, model and weather servers and
+the episode viewer), ``evaluation`` (the benchmark runner, its reports and the audit), ``integrations`` (TRL,
+OpenAI-compatible agents, the data flywheel), the ``demo``, the tiny-model ``recipes``, and ``cli``, the
+``agentgym`` command over them. Each module imports its heavy dependencies only when imported itself."""

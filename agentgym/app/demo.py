@@ -18,11 +18,11 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 
-from agentgym.app.evaluation import RandomAgent, evaluate
+from agentgym.app.evaluation.runner import RandomAgent, evaluate
+from agentgym.core.wrappers import DiscreteToolActions
 from agentgym.envs.cliff.env import GOAL, SHAPE, START, draw_path
-from agentgym.trainers.classic import TABULAR, train
-from agentgym.trainers.plotting import plot_grid_paths, plot_learning_curves
-from agentgym.wrappers import DiscreteToolActions
+from agentgym.trainers.classic.runs import TABULAR, train
+from agentgym.trainers.run.plotting import plot_grid_paths, plot_learning_curves
 
 __all__ = ["run_demo"]
 
@@ -121,9 +121,9 @@ def _tiny_llm(out: Path, steps: int, seed: int) -> dict[str, float]:
     from transformers.utils import logging as transformers_logging
 
     from agentgym.app.recipes import tiny_overrides
-    from agentgym.trainers.grpo import GRPO, GRPOConfig
-    from agentgym.trainers.llm import LLMPolicy
-    from agentgym.trainers.rollout import rollout
+    from agentgym.trainers.llm.grpo import GRPO, GRPOConfig
+    from agentgym.trainers.llm.rollout import rollout
+    from agentgym.trainers.models.policy import LLMPolicy
 
     print(f"\n== 3. The shipped tiny base model plays {WEATHER} in text, then GRPO trains it on the reward alone")
     torch.set_num_threads(min(2, torch.get_num_threads()))

@@ -12,7 +12,7 @@ model (``--model tiny``, the shipped base) needs different ones, found on Weathe
   (``frac_zero_std`` → 1) and the policy locks into a partial rule.
 
 Each task folder states what its stages change in a ``RECIPES`` mapping (env id → stage → overrides, e.g.
-:mod:`agentgym.envs.weather.recipes`), collected by :func:`~agentgym.registration.declared_recipes`. :data:`TINY`
+:mod:`agentgym.envs.weather.recipes`), collected by :func:`~agentgym.core.registration.declared_recipes`. :data:`TINY`
 names the merged recipes: a stage of the default task (WeatherRun) by its stage (``"grpo"``), any other by stage
 and task (``"sft-sqllookup"``).
 """
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentgym.registration import declared_recipes
+from agentgym.core.registration import declared_recipes
 
 __all__ = ["DEFAULT_ENV", "TINY", "TINY_DEFAULTS", "merged_recipe", "recipe_name", "tiny_overrides"]
 

@@ -1,6 +1,6 @@
 """CliffWalk: the classic 4×12 cliff-walking grid, played by calling a ``move`` tool."""
 
-from agentgym.registration import lazy_exports
+from agentgym.core.registration import lazy_exports
 
 ENV_SPECS = {
     "agentgym/CliffWalk-v0": {"entry_point": "agentgym.envs.cliff.env:CliffWalkEnv", "max_episode_steps": 100},

@@ -9,8 +9,8 @@ import numpy as np
 from pydantic import BeforeValidator
 
 from agentgym.core import ToolEnv
-from agentgym.tools import ToolCall, ToolResult, tool
-from agentgym.wrappers import DiscreteView
+from agentgym.core.tools import ToolCall, ToolResult, tool
+from agentgym.core.wrappers import DiscreteView
 
 __all__ = ["CliffWalkEnv", "CliffWalkOracle", "draw_path"]
 
@@ -64,7 +64,7 @@ class CliffWalkEnv(DiscreteView, ToolEnv):
     ``north``/``east``/``south``/``west`` and any case are accepted. Moves into a wall leave the
     agent in place. The observation text ends with the summary ``pos (3,1) · steps 1 · return -1``.
 
-    Through :class:`~agentgym.wrappers.DiscreteToolActions`: ``Discrete(4)`` actions in
+    Through :class:`~agentgym.core.wrappers.DiscreteToolActions`: ``Discrete(4)`` actions in
     Gymnasium's order (0 up, 1 right, 2 down, 3 left) and ``Discrete(48)`` observations,
     ``row * 12 + col`` — the same encoding as Gymnasium's ``CliffWalking-v1``.
 

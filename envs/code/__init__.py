@@ -3,7 +3,7 @@
 ``env`` is the task, ``dataset`` loads the frozen problems, ``families`` and ``problems`` generate them; the
 programs run in :mod:`agentgym.envs.sandbox`."""
 
-from agentgym.registration import lazy_exports
+from agentgym.core.registration import lazy_exports
 
 ENV_SPECS = {
     "agentgym/CodeSandbox-v0": {"entry_point": "agentgym.envs.code.env:CodeSandboxEnv", "max_episode_steps": 10},

@@ -38,7 +38,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from agentgym.data import read_jsonl, sha256_file, write_jsonl
+from agentgym.core.data import read_jsonl, sha256_file, write_jsonl
 from agentgym.envs.sandbox import Sandbox
 
 __all__ = [
@@ -63,7 +63,7 @@ TASKS_V0 = DATA_DIR / "code_tasks_v0.jsonl"
 TASKS_V0_SHA256 = "50c460a07c674957c8e40eb2e853fb84e5f9f4cb46976bc01fd4d9298d9041fa"
 TASKS_V1 = DATA_DIR / "code_tasks_v1.jsonl"
 TASKS_V1_SHA256 = "14f7bf474a4bdd52a623b87b25c5e4ed6d314c6bedc95b2a1f82364ac77deee3"
-"""CodeSandbox-v1's problems (``families.py`` generates them; ``python -m agentgym.envs.code.families build``)."""
+"""CodeSandbox-v1's problems (``families.py`` generates them; ``python -m agentgym.envs.code.build.families build``)."""
 TASK_FILES = {"v0": (TASKS_V0, TASKS_V0_SHA256), "v1": (TASKS_V1, TASKS_V1_SHA256)}
 """The shipped task sets by version: file and SHA-256."""
 DIFFICULTIES = ("easy", "medium", "hard")
@@ -181,7 +181,7 @@ def verify_tasks(tasks: list[CodeTask], sandbox: Sandbox, *, workers: int = 2) -
 def build_tasks(sandbox: Sandbox | None = None) -> list[CodeTask]:
     """The v0 tasks from ``problems.PROBLEMS`` with their split (every third problem of a topic is a test
     problem), after :func:`verify_tasks` in ``sandbox`` (default: ``Sandbox()``). ``ValueError`` lists problems."""
-    from agentgym.envs.code.problems import PROBLEMS
+    from agentgym.envs.code.build.problems import PROBLEMS
 
     tasks, per_topic = [], {}
     for problem in PROBLEMS:

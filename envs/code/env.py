@@ -15,11 +15,11 @@ from pydantic import Field
 
 from agentgym import core
 from agentgym.core import TaskInfo, ToolEnv
-from agentgym.data import TaskList, check_split, sha256_file
+from agentgym.core.data import TaskList, check_split, sha256_file
+from agentgym.core.tools import ToolCall, ToolResult, tool
+from agentgym.core.wrappers import DiscreteView, candidate_state_key, candidate_state_keys
 from agentgym.envs.code.dataset import TASK_FILES, CodeTask, candidates, load_tasks
 from agentgym.envs.sandbox import Sandbox, SandboxResult, TestReport
-from agentgym.tools import ToolCall, ToolResult, tool
-from agentgym.wrappers import DiscreteView, candidate_state_key, candidate_state_keys
 
 __all__ = ["CANDIDATES", "CodeOracle", "CodeSandboxEnv", "RewardWeights", "python_fence"]
 
@@ -109,7 +109,7 @@ class CodeSandboxEnv(DiscreteView, ToolEnv):
     ## Observation and summary
     Text; the state summary reads ``runs 3 · visible tests 2/3 · last error: IndexError line 4 · not submitted``
     (``visible tests ?/2`` before the first ``run_tests``; after ``submit``: ``submitted 5/6``).
-    Through :class:`~agentgym.wrappers.DiscreteToolActions`: 6 actions — ``run_tests`` and ``submit`` for each
+    Through :class:`~agentgym.core.wrappers.DiscreteToolActions`: 6 actions — ``run_tests`` and ``submit`` for each
     of 3 candidate solutions (the reference, one that fails a visible test, one that passes the visible tests
     but fails a hidden one, in a fixed per-task order) — and 28 states: what running each candidate's visible
     tests showed (not run / pass / fail) plus ``submitted``. A table cannot read code, so the best it can learn
@@ -125,7 +125,7 @@ class CodeSandboxEnv(DiscreteView, ToolEnv):
     on its tests when the env is made (``validate=False`` skips that).
 
     ``task_set="v1"`` (what ``agentgym/CodeSandbox-v1`` passes): 303 problems from 10 parametrised families
-    (184 train, 119 test; ``agentgym.envs.code.families``), same tools, rules and reward.
+    (184 train, 119 test; ``agentgym.envs.code.build.families``), same tools, rules and reward.
 
     ## Arguments
     ``split``, ``task_set``, ``tasks_path``, ``tasks_sha256``, ``validate`` (above); ``sandbox`` (a configured

@@ -4,7 +4,7 @@
 gives the guarantees of each layer); ``inside`` is the runner that executes in it. The names below are the public
 ones."""
 
-from agentgym.registration import lazy_exports
+from agentgym.core.registration import lazy_exports
 
 __all__ = [
     "LAYERS",

@@ -3,7 +3,7 @@
 ``env`` is the task, ``dataset`` the generated company database and questions (and their builder), ``safety`` the
 read-only, time- and memory-bounded SQLite layer every query goes through."""
 
-from agentgym.registration import lazy_exports
+from agentgym.core.registration import lazy_exports
 
 ENV_SPECS = {
     "agentgym/SQLLookup-v0": {"entry_point": "agentgym.envs.sql.env:SQLLookupEnv", "max_episode_steps": 12},

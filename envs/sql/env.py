@@ -16,7 +16,9 @@ from pydantic import Field
 
 from agentgym import core
 from agentgym.core import TaskInfo, ToolEnv
-from agentgym.data import TaskList, check_split, sha256_file
+from agentgym.core.data import TaskList, check_split, sha256_file
+from agentgym.core.tools import ToolCall, ToolError, ToolResult, tool
+from agentgym.core.wrappers import DiscreteView, candidate_state_key, candidate_state_keys
 from agentgym.envs.sql.dataset import (
     DATABASE_V0,
     DATABASE_V0_SHA256,
@@ -29,8 +31,6 @@ from agentgym.envs.sql.dataset import (
     load_tasks,
 )
 from agentgym.envs.sql.safety import QueryError, QueryResult, ReadOnlySQLite, TableInfo
-from agentgym.tools import ToolCall, ToolError, ToolResult, tool
-from agentgym.wrappers import DiscreteView, candidate_state_key, candidate_state_keys
 
 __all__ = [
     "REL_TOL",
@@ -282,7 +282,7 @@ class SQLLookupEnv(DiscreteView, ToolEnv):
 
     ## Observation and summary
     Text; the state summary reads ``tables seen 3/6 · queries 2 (1 error) · last: 14 rows · answer pending``.
-    Through :class:`~agentgym.wrappers.DiscreteToolActions`: ``1 + n_tables + 8`` actions — list the
+    Through :class:`~agentgym.core.wrappers.DiscreteToolActions`: ``1 + n_tables + 8`` actions — list the
     tables, describe each table, run each of 4 candidate queries, answer with each candidate (the
     gold query and the task's 3 distractors, in a fixed per-task shuffled order) — and 257 states:
     what running each candidate showed (not run / error / empty / rows) plus ``answered``. A table
@@ -308,12 +308,11 @@ class SQLLookupEnv(DiscreteView, ToolEnv):
     is made and must return a non-empty result. Or pass ``database=`` any object implementing
     :class:`SQLDatabase`.
 
-    ``task_set="v1"`` (what ``agentgym/SQLLookup-v1`` passes): 432 questions on the same database (223 train,
-    209 test), up to 24 instances of each family (``agentgym.envs.sql.dataset.build_tasks_v1``); same rules and reward.
-    ``task_set="training"``: the shipped training set, for SFT and RL only (split ``"train"``; no frozen test
-    task is in it, by what its SQL means to SQLite): 1,302 questions of the same families on a training database of
-    the same schema with more values (``agentgym.envs.sql.dataset.build_training_set``), small families listed again
-    to ~40.
+    ``task_set="v1"`` (what ``agentgym/SQLLookup-v1`` passes): 432 questions on the same database (223 train, 209 test),
+    up to 24 instances of each family (``agentgym.envs.sql.build.generate.build_tasks_v1``); same rules and reward.
+    ``task_set="training"``: the shipped training set, for SFT and RL only (split ``"train"``; no frozen test task is in
+    it, by what its SQL means to SQLite): 1,302 questions of the same families on a training database of the same schema
+    with more values (``agentgym.envs.sql.build.generate.build_training_set``), small families listed again to ~40.
 
     ## Arguments
     ``split``, ``task_set``, ``db_path``, ``tasks_path``, ``database`` (above); ``max_rows`` (20) rows shown per

@@ -3,7 +3,7 @@
 ``env`` is the task, ``dataset`` the frozen snapshot (and the code that builds it), ``backends`` where the tools'
 numbers come from (the snapshot, a random draw, or an HTTP weather service)."""
 
-from agentgym.registration import lazy_exports
+from agentgym.core.registration import lazy_exports
 
 ENV_SPECS = {
     "agentgym/WeatherRun-v0": {"entry_point": "agentgym.envs.weather.env:WeatherRunEnv", "max_episode_steps": 8},

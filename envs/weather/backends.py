@@ -2,7 +2,7 @@
 
 Every backend answers ``weather(city, date)`` and ``air_quality(city, date)`` with a
 :class:`~agentgym.envs.weather.dataset.WeatherRecord`-shaped dict, or raises
-:class:`~agentgym.tools.ToolError` with a message the agent can read ("no data for Atlantis",
+:class:`~agentgym.core.tools.ToolError` with a message the agent can read ("no data for Atlantis",
 "the weather service timed out …"). ``sample_task`` picks an episode's (city, date).
 
 The HTTP schema (served by ``agentgym serve weather``; shaped like Open-Meteo's ``current`` blocks)::
@@ -34,7 +34,8 @@ import httpx
 import numpy as np
 from pydantic import BaseModel, ValidationError
 
-from agentgym import deadline
+from agentgym.core import deadline
+from agentgym.core.tools import ToolError
 from agentgym.envs.weather.dataset import (
     SNAPSHOT_V0,
     WeatherRecord,
@@ -43,7 +44,6 @@ from agentgym.envs.weather.dataset import (
     load_snapshot,
     write_snapshot,
 )
-from agentgym.tools import ToolError
 
 __all__ = ["HTTPWeather", "RandomWeather", "SnapshotWeather", "WeatherBackend"]
 

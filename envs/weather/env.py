@@ -13,7 +13,9 @@ from pydantic import Field
 
 from agentgym import core
 from agentgym.core import TaskInfo, ToolEnv
-from agentgym.data import sha256_file
+from agentgym.core.data import sha256_file
+from agentgym.core.tools import ToolCall, ToolError, ToolResult, tool
+from agentgym.core.wrappers import DiscreteView
 from agentgym.envs.weather.backends import HTTPWeather, RandomWeather, SnapshotWeather, WeatherBackend
 from agentgym.envs.weather.dataset import (
     AQI_LIMIT,
@@ -24,8 +26,6 @@ from agentgym.envs.weather.dataset import (
     is_suitable,
     load_snapshot,
 )
-from agentgym.tools import ToolCall, ToolError, ToolResult, tool
-from agentgym.wrappers import DiscreteView
 
 __all__ = ["REQUIRED_TOOLS", "RewardWeights", "WeatherOracle", "WeatherRunEnv"]
 
@@ -68,7 +68,7 @@ class WeatherRunEnv(DiscreteView, ToolEnv):
 
     ## Observation and summary
     Text; the state summary reads ``Shanghai · temp 18.4°C · AQI 55 · decision pending``.
-    Through :class:`~agentgym.wrappers.DiscreteToolActions`: 4 actions (get_weather,
+    Through :class:`~agentgym.core.wrappers.DiscreteToolActions`: 4 actions (get_weather,
     get_air_quality, answer true, answer false) and 13 states — the temperature seen (unknown, cold,
     ok, hot) × the AQI seen (unknown, good, bad), plus ``answered`` — so the rule is learnable by a
     table.
@@ -297,7 +297,7 @@ class WeatherRunEnv(DiscreteView, ToolEnv):
         return self.correct
 
     def feedback(self) -> str:
-        """What was wrong with the episode so far, never the answer (read by :class:`~agentgym.wrappers.Retry`):
+        """What was wrong with the episode so far, never the answer (read by :class:`~agentgym.core.wrappers.Retry`):
         a missing answer, a missing or miscopied lookup, or a decision that does not follow the rule from the
         numbers looked up (without saying which decision would)."""
         city = self.city
