@@ -57,10 +57,10 @@ __all__ = [
     "episode_metrics",
     "evaluate_llm",
     "evaluate_split",
-    "rollout_stats",
     "oracle_transcript",
     "random_resets",
     "rollout",
+    "rollout_stats",
     "signatures",
 ]
 
