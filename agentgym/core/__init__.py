@@ -7,34 +7,5 @@ the task folders declare), ``conformance`` (the tool-env contract), ``episode`` 
 data), ``deadline`` (HTTP calls that end by a deadline). The names below are :mod:`agentgym.core.tool_env`'s.
 """
 
-from agentgym.core.tool_env import (
-    MAX_SHOWN_ACTION_CHARS,
-    Interpretation,
-    ObservationParts,
-    RewardWeights,
-    TaskInfo,
-    ToolEnv,
-    Turn,
-    parts_of,
-    past_turn,
-    process_reward_weight,
-    recent_turns,
-    task_info,
-    tools_of,
-)
-
-__all__ = [
-    "MAX_SHOWN_ACTION_CHARS",
-    "Interpretation",
-    "ObservationParts",
-    "RewardWeights",
-    "TaskInfo",
-    "ToolEnv",
-    "Turn",
-    "past_turn",
-    "parts_of",
-    "process_reward_weight",
-    "recent_turns",
-    "task_info",
-    "tools_of",
-]
+from agentgym.core.tool_env import *  # noqa: F403 (agentgym.core's public names are tool_env's)
+from agentgym.core.tool_env import __all__ as __all__

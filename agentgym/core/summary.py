@@ -18,8 +18,9 @@ from typing import Any
 import gymnasium as gym
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
+import agentgym
 from agentgym.core.episode import EpisodeRecord, outcome_rates
-from agentgym.core.tool_env import ToolEnv
+from agentgym.core.tool_env import ToolEnv, task_info
 
 __all__ = [
     "TASK_TAGS",
@@ -31,6 +32,7 @@ __all__ = [
     "TagStats",
     "TaskFacts",
     "Timing",
+    "env_facts",
     "episode_tasks",
     "latest_by_index",
     "mean_interval",
@@ -262,6 +264,16 @@ class RunSummary(BaseModel):
             if not data.get(key):
                 data.pop(key, None)
         return data
+
+
+def env_facts(env: gym.Env) -> dict[str, Any]:
+    """The :class:`RunSummary` fields that ``env`` states: ``env_version``, ``data_checksum`` (of its task data)
+    and ``package_version``, as keyword arguments of :func:`summarize`."""
+    return {
+        "env_version": env.spec.version if env.spec else None,
+        "data_checksum": task_info(env).data_checksum,
+        "package_version": agentgym.__version__,
+    }
 
 
 def latest_by_index(records: Iterable[EpisodeRecord]) -> list[EpisodeRecord]:

@@ -74,6 +74,7 @@ __all__ = [
     "MAX_SHOWN_ACTION_CHARS",
     "Interpretation",
     "ObservationParts",
+    "RewardWeights",
     "TaskInfo",
     "ToolEnv",
     "Turn",

@@ -39,11 +39,10 @@ import gymnasium as gym
 import torch
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
-import agentgym
 from agentgym.core import Turn, parts_of, past_turn, recent_turns, task_info
 from agentgym.core.episode import EpisodeRecord, outcome_rates
 from agentgym.core.registration import eval_kwargs, eval_resets
-from agentgym.core.summary import RolloutStats, RunConfig, RunSummary, episode_tasks, summarize
+from agentgym.core.summary import RolloutStats, RunConfig, RunSummary, env_facts, episode_tasks, summarize
 from agentgym.core.tools import ToolCall
 from agentgym.trainers.models.decoding import PrefixCache
 from agentgym.trainers.models.policy import LLMPolicy
@@ -475,10 +474,8 @@ def evaluate_llm(
         [ep.record(index=i) for i, ep in enumerate(results)],
         run,
         tasks=episode_tasks(probe, resets),
-        env_version=probe.spec.version if probe.spec else None,
-        data_checksum=info.data_checksum,
-        package_version=agentgym.__version__,
         rollout=rollout_stats(results),
+        **env_facts(probe),
     )
     for env in envs:
         env.close()

@@ -14,7 +14,7 @@ trusted with the order); ``order="secret"`` deals a permutation drawn from a ser
 
 The run is written as ``agentgym eval --out DIR`` writes one (``run.json`` at the start, each episode appended to
 ``episodes.jsonl`` as it ends, ``summary.json`` when the run finishes), with the same writers
-(:class:`~agentgym.core.episode.EpisodeRecord` lines, :func:`~agentgym.app.evaluation.reports.summarize`), so ``agentgym
+(:class:`~agentgym.core.episode.EpisodeRecord` lines, :func:`~agentgym.core.summary.summarize`), so ``agentgym
 report`` reads it like any eval run. :meth:`BenchmarkRun.finish` (after the last episode, or when the server stops)
 counts an episode still in play as abandoned and every episode never dealt as failed (``error:`` :data:`NOT_PLAYED`), so
 a success rate is always over the whole task set.
@@ -32,12 +32,11 @@ from typing import Any, Literal
 
 import gymnasium as gym
 
-import agentgym
 from agentgym.app.evaluation.reports import run_timing, to_json, write_json
 from agentgym.core import task_info
 from agentgym.core.episode import EpisodeRecord, append_episodes
 from agentgym.core.registration import eval_kwargs, eval_resets
-from agentgym.core.summary import RunConfig, RunSummary, episode_tasks, summarize
+from agentgym.core.summary import RunConfig, RunSummary, env_facts, episode_tasks, summarize
 
 __all__ = ["ABANDONED", "MAX_STEPS", "NOT_PLAYED", "BenchmarkRun"]
 
@@ -219,9 +218,7 @@ class BenchmarkRun:
             records,
             self.config,
             tasks=tasks,
-            env_version=self.env.spec.version if self.env.spec else None,
-            data_checksum=task_info(self.env).data_checksum,
-            package_version=agentgym.__version__,
+            **env_facts(self.env),
             **meta,
         )
 

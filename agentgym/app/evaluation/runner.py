@@ -2,7 +2,7 @@
 
 :func:`evaluate_agent` is the benchmark runner behind ``agentgym eval``: it plays an agent given as a
 spec string on a registered env, writes every episode to ``out_dir/episodes.jsonl`` as it ends, can
-resume a killed run, and returns (and writes) a :class:`~agentgym.app.evaluation.reports.RunSummary`::
+resume a killed run, and returns (and writes) a :class:`~agentgym.core.summary.RunSummary`::
 
     from agentgym.app.evaluation.runner import evaluate_agent
 
@@ -37,7 +37,6 @@ import gymnasium as gym
 import numpy as np
 from pydantic import BaseModel
 
-import agentgym
 from agentgym.app.evaluation.reports import (
     error_line,
     load_episodes,
@@ -49,7 +48,7 @@ from agentgym.app.evaluation.reports import (
 from agentgym.core import task_info
 from agentgym.core.episode import EpisodeRecord, append_episodes
 from agentgym.core.registration import eval_kwargs, eval_reset, eval_resets
-from agentgym.core.summary import RunConfig, RunSummary, episode_tasks, summarize
+from agentgym.core.summary import RunConfig, RunSummary, env_facts, episode_tasks, summarize
 from agentgym.core.wrappers import DiscreteToolActions, Retry, as_discrete
 from agentgym.envs.remote import RemoteEnv
 
@@ -113,14 +112,7 @@ def evaluate(
         episodes=len(resets),
         all_tasks=episodes is None and bool(info.num_tasks),
     )
-    return summarize(
-        records,
-        config,
-        tasks=episode_tasks(env, resets),
-        env_version=spec.version if spec else None,
-        data_checksum=info.data_checksum,
-        package_version=agentgym.__version__,
-    )
+    return summarize(records, config, tasks=episode_tasks(env, resets), **env_facts(env))
 
 
 class RetryStats(BaseModel):
@@ -586,11 +578,9 @@ def evaluate_agent(
         summary = summarize(
             records,
             config,
-            env_version=probe.spec.version if probe.spec else None,
-            data_checksum=info.data_checksum,
-            package_version=agentgym.__version__,
             tasks=episode_tasks(probe, resets),
             timing=run_timing(wall, len(jobs), player.concurrency),
+            **env_facts(probe),
         )
         if retry > 1 and out_dir is not None:
             write_json(Path(out_dir) / "retry.json", retry_stats(records, retry, retry_discount))

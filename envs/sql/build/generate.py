@@ -42,11 +42,12 @@ and returns a non-empty answer (not a lone 0 or NULL) of at most 25 rows. v0 hol
 :func:`build_tasks_v1`) draws up to 24 instances of each family from the same database with seed 1.
 
 Both files ship with SHA-256 checksums (:data:`DATABASE_V0_SHA256`, :data:`TASKS_V0_SHA256`) that
-:func:`~agentgym.envs.sql.dataset.load_tasks` and the env verify. Rebuild them with ``python -m agentgym.envs.sql.build.generate``.
+:func:`~agentgym.envs.sql.dataset.load_tasks` and the env verify. Rebuild them with
+``python -m agentgym.envs.sql.build.generate``.
 
 For training only: :func:`build_training_tasks` draws fresh questions of the families on the v0 database, and
-:func:`build_training_set` (``python -m agentgym.envs.sql.build.generate --training-set``) builds the shipped training set
-(``company_training.sqlite``, ``sql_tasks_training.jsonl``; the env's ``task_set="training"``): a database of the
+:func:`build_training_set` (``python -m agentgym.envs.sql.build.generate --training-set``) builds the shipped training
+set (``company_training.sqlite``, ``sql_tasks_training.jsonl``; the env's ``task_set="training"``): a database of the
 same schema from :data:`TRAINING_VOCABULARY` (v0's values and more) and the families' questions on it. Neither ever
 holds a task of a frozen test split, judged by what its question and gold query mean to SQLite
 (:func:`assert_no_test_leak`, :mod:`~agentgym.envs.sql.leaks`).
@@ -1629,6 +1630,8 @@ def build_training_tasks(
     with test_leak_check() as leaks:
         tasks = build_tasks(database, seed, instances, exclude=leaks, one_offs=False)
     return [t.model_copy(update={"id": f"generated-{t.id}", "split": "train"}) for t in tasks]
+
+
 TRAINING_SET_SEED = 3
 TRAINING_SET_INSTANCES = 150
 TRAINING_SET_MIN_PER_FAMILY = 40
