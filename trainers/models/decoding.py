@@ -17,6 +17,11 @@ Two savings come with owning the cache:
   rollout's ``append`` mode every turn's prompt is the previous prompt + response + the env's reply, so
   the transcript is encoded once, however many turns it has.
 
+A decoding step (one token per row) keeps its activations features-first (``[features, rows]``), so that each
+projection is ``W·x``: for a few rows the product is bound by reading the weights, and BLAS reads them ~1.3× faster
+that way round (SmolLM2 on 2 cores, 16 rows: 155 → 118 ms a step, medians of 6 interleaved). The prefill, with
+many rows, keeps rows first.
+
 Layout: rows are right-aligned at the prompt's end (column ``P``), left padding is masked out, and the
 ``t``-th new token is written at column ``P + t``. :func:`supports` says whether a model can use it;
 :class:`agentgym.trainers.models.policy.LLMPolicy` falls back to ``model.forward`` for any other architecture.
@@ -96,6 +101,18 @@ class _Projection:
         y = F.linear(x, self.weight, self.bias)
         for a, b, scale in self.low_rank:  # adapters in their own dtype (float32 beside a bf16 base), as peft does
             y = y + (scale * F.linear(F.linear(x.to(a.dtype), a), b)).to(y.dtype)
+        return y
+
+    def columns(self, x: Tensor) -> Tensor:
+        """The same map on features-first activations: ``x`` is ``[in, n]``, the result ``[out, n]`` (``W·x``).
+
+        For a few rows (a decode step) the product is bound by reading ``W``, and BLAS reads it ~1.3× faster as
+        the left operand of ``W·x`` than as the right one of ``x·Wᵀ`` (see the module doc)."""
+        y = self.weight @ x
+        if self.bias is not None:
+            y = y + self.bias[:, None]
+        for a, b, scale in self.low_rank:
+            y = y + (scale * (b @ (a @ x.to(a.dtype)))).to(y.dtype)
         return y
 
     def folded(self) -> _Projection:
@@ -195,11 +212,12 @@ class Decoder:
     # ------------------------------------------------------------------ the arithmetic
 
     @staticmethod
-    def _rms_norm(norm: Any, x: Tensor) -> Tensor:
+    def _rms_norm(norm: Any, x: Tensor, dim: int = -1) -> Tensor:
+        """RMS norm over ``dim``: the last for rows-first activations, 0 for features-first ones."""
         dtype = x.dtype
         x = x.float()
-        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon)
-        return norm.weight * x.to(dtype)
+        x = x * torch.rsqrt(x.pow(2).mean(dim, keepdim=True) + norm.variance_epsilon)
+        return (norm.weight if dim == -1 else norm.weight[:, None]) * x.to(dtype)
 
     @staticmethod
     def _rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
@@ -248,6 +266,43 @@ class Decoder:
             hidden = hidden + p.down(layer.mlp.act_fn(gate) * up)
         last = self._rms_norm(self.inner.norm, hidden[:, -1])
         return self.head(last).float()
+
+    def _step_forward(self, tokens: Tensor, positions: Tensor, column: int, mask: Tensor) -> Tensor:
+        """:meth:`_forward` for one token per row (``tokens``: ``[n]``, written at buffer column ``column``), with
+        the activations kept features-first (``[features, n]``) so that every projection is ``W·x``
+        (:meth:`_Projection.columns`); only the attention sees rows first. Returns ``[n, vocab]`` logits."""
+        n = tokens.shape[0]
+        embedded = self.inner.embed_tokens(tokens)
+        cos, sin = self.inner.rotary_emb(embedded, positions[:, None])
+        cos, sin = cos[:, None], sin[:, None]  # [n, 1, 1, head_dim]
+        heads, kv_heads, head_dim = self.heads, self.kv_heads, self.head_dim
+        sizes = [heads * head_dim, kv_heads * head_dim, kv_heads * head_dim]
+
+        def rows_first(x: Tensor, count: int) -> Tensor:  # [count·head_dim, n] → [n, count, 1, head_dim]
+            return x.view(count, head_dim, n).permute(2, 0, 1)[:, :, None].contiguous()
+
+        hidden = embedded.t().contiguous()
+        for layer, p, k_buf, v_buf in zip(self.inner.layers, self.layers, self.k, self.v, strict=True):
+            x = self._rms_norm(layer.input_layernorm, hidden, 0)
+            qkv = [proj.columns(x) for proj in p.qkv]
+            q, k, v = qkv[0].split(sizes) if len(qkv) == 1 else qkv
+            q = self._rotate(rows_first(q, heads), cos, sin)
+            k_buf[:, :, column : column + 1] = self._rotate(rows_first(k, kv_heads), cos, sin)
+            v_buf[:, :, column : column + 1] = rows_first(v, kv_heads)
+            out = F.scaled_dot_product_attention(
+                q,
+                k_buf[:, :, : column + 1],
+                v_buf[:, :, : column + 1],
+                attn_mask=mask,
+                enable_gqa=kv_heads != heads,
+            )
+            hidden = hidden + p.o.columns(out.view(n, -1).t())
+            x = self._rms_norm(layer.post_attention_layernorm, hidden, 0)
+            gate_up = [proj.columns(x) for proj in p.gate_up]
+            gate, up = gate_up[0].chunk(2) if len(gate_up) == 1 else gate_up
+            hidden = hidden + p.down.columns(layer.mlp.act_fn(gate) * up)
+        last = self._rms_norm(self.inner.norm, hidden, 0)
+        return self.head.columns(last).t().float().contiguous()
 
     def _read_weights(self) -> None:
         """Every projection from the live parameters and adapters: small models run q/k/v and gate/up as one
@@ -330,10 +385,9 @@ class Decoder:
         """Feed one token per row (at column ``width + fed``); returns the next ``[n, vocab]`` logits."""
         column = self.width + self.fed
         self.valid[:, column] = True
-        positions = (self.lengths + self.fed)[:, None]
+        positions = self.lengths + self.fed
         self.fed += 1
-        mask = self.valid[:, None, None, : column + 1]
-        return self._forward(tokens[:, None], positions, column, mask)
+        return self._step_forward(tokens, positions, column, self.valid[:, None, None, : column + 1])
 
     def store(self, cache: PrefixCache, keys: Sequence[Hashable], sequences: Sequence[Sequence[int]]) -> None:
         """Keep row ``i``'s keys and values under ``keys[i]``: its prompt and the first of its new tokens that
